@@ -1,0 +1,161 @@
+package agentproto
+
+import (
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+)
+
+// Frame types.
+const (
+	frameJSON byte = 1 // a Header or a Response
+	frameData byte = 2 // a chunk of file content
+	frameEnd  byte = 3 // end of file content
+)
+
+// maxJSONFrame bounds a JSON frame so a confused peer cannot make us allocate
+// without limit. Exec stdin and output travel in JSON, so it is generous.
+const maxJSONFrame = 4*MaxOutput + 1<<20
+
+// ChunkSize is the payload size of the Data frames a writer emits.
+const ChunkSize = 256 << 10
+
+func writeFrame(w io.Writer, typ byte, payload []byte) error {
+	var hdr [5]byte
+	hdr[0] = typ
+	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	if _, err := w.Write(hdr[:]); err != nil {
+		return err
+	}
+	if len(payload) == 0 {
+		return nil
+	}
+	_, err := w.Write(payload)
+	return err
+}
+
+func readFrameHeader(r io.Reader) (typ byte, n uint32, err error) {
+	var hdr [5]byte
+	if _, err := io.ReadFull(r, hdr[:]); err != nil {
+		return 0, 0, err
+	}
+	return hdr[0], binary.BigEndian.Uint32(hdr[1:]), nil
+}
+
+// WriteJSON writes v as one JSON frame.
+func WriteJSON(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	return writeFrame(w, frameJSON, b)
+}
+
+// ReadJSON reads one JSON frame into v.
+func ReadJSON(r io.Reader, v any) error {
+	typ, n, err := readFrameHeader(r)
+	if err != nil {
+		return err
+	}
+	if typ != frameJSON {
+		return fmt.Errorf("agentproto: want JSON frame, got type %d", typ)
+	}
+	if n > maxJSONFrame {
+		return fmt.Errorf("agentproto: JSON frame of %d bytes is too large", n)
+	}
+	b := make([]byte, n)
+	if _, err := io.ReadFull(r, b); err != nil {
+		return err
+	}
+	return json.Unmarshal(b, v)
+}
+
+// dataWriter turns writes into Data frames. Close writes the End frame.
+type dataWriter struct{ w io.Writer }
+
+// NewDataWriter returns a writer that frames what it is given as Data frames
+// on w; Close marks the end of the content.
+func NewDataWriter(w io.Writer) io.WriteCloser { return &dataWriter{w: w} }
+
+func (d *dataWriter) Write(p []byte) (int, error) {
+	written := 0
+	for len(p) > 0 {
+		n := min(len(p), ChunkSize)
+		if err := writeFrame(d.w, frameData, p[:n]); err != nil {
+			return written, err
+		}
+		written += n
+		p = p[n:]
+	}
+	return written, nil
+}
+
+func (d *dataWriter) ReadFrom(r io.Reader) (int64, error) {
+	buf := make([]byte, ChunkSize)
+	var total int64
+	for {
+		n, err := r.Read(buf)
+		if n > 0 {
+			if werr := writeFrame(d.w, frameData, buf[:n]); werr != nil {
+				return total, werr
+			}
+			total += int64(n)
+		}
+		if err == io.EOF {
+			return total, nil
+		}
+		if err != nil {
+			return total, err
+		}
+	}
+}
+
+func (d *dataWriter) Close() error { return writeFrame(d.w, frameEnd, nil) }
+
+// dataReader reads Data frames until the End frame, then reports io.EOF.
+type dataReader struct {
+	r      io.Reader
+	remain uint32 // bytes left in the current Data frame
+	done   bool
+}
+
+// NewDataReader returns a reader of the content carried as Data frames on r.
+// It returns io.EOF after the End frame and io.ErrUnexpectedEOF when the
+// stream ends before it.
+func NewDataReader(r io.Reader) io.Reader { return &dataReader{r: r} }
+
+func (d *dataReader) Read(p []byte) (int, error) {
+	for d.remain == 0 {
+		if d.done {
+			return 0, io.EOF
+		}
+		typ, n, err := readFrameHeader(d.r)
+		if err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return 0, err
+		}
+		switch typ {
+		case frameData:
+			d.remain = n
+		case frameEnd:
+			d.done = true
+		default:
+			return 0, fmt.Errorf("agentproto: unexpected frame type %d in content", typ)
+		}
+	}
+	if uint32(len(p)) > d.remain {
+		p = p[:d.remain]
+	}
+	n, err := d.r.Read(p)
+	d.remain -= uint32(n)
+	if errors.Is(err, io.EOF) && d.remain > 0 {
+		err = io.ErrUnexpectedEOF
+	} else if errors.Is(err, io.EOF) {
+		err = nil
+	}
+	return n, err
+}

@@ -1,0 +1,227 @@
+// Package agentproto is the protocol between the cove daemon and cove-agent,
+// the process that runs inside every sandbox.
+//
+// Host and guest share one byte stream (a TCP connection into the sandbox's
+// own network stack for gVisor, a virtio-serial port for VMs). It is
+// multiplexed with yamux: the host opens one stream per call, so a slow
+// upload never blocks a ping. On each stream the host writes a Header frame,
+// then, for uploads, Data frames closed by an End frame. The agent answers
+// with a Response frame, then, for downloads, Data frames and an End frame.
+package agentproto
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path"
+	"strings"
+	"time"
+)
+
+// Port is the TCP port the agent listens on inside a sandbox's network stack.
+const Port = 7070
+
+// WorkDir is the sandbox's working directory: relative paths in file calls and
+// the default cwd of exec resolve against it.
+const WorkDir = "/work"
+
+// Version is bumped whenever the wire format changes incompatibly.
+const Version = 1
+
+// Ops carried in Header.Op.
+const (
+	OpPing = "ping"
+	OpExec = "exec"
+	OpEval = "eval"
+	OpPut  = "put"
+	OpGet  = "get"
+	OpList = "list"
+	OpWait = "wait"
+)
+
+// Header opens every stream.
+type Header struct {
+	Op   string          `json:"op"`
+	Body json.RawMessage `json:"body,omitempty"`
+}
+
+// Response is the agent's first frame on every stream.
+type Response struct {
+	Error *Error          `json:"error,omitempty"`
+	Body  json.RawMessage `json:"body,omitempty"`
+}
+
+// Error codes: the daemon maps them onto HTTP statuses.
+const (
+	CodeInvalid  = "invalid"   // bad argument (400)
+	CodeNotFound = "not_found" // path does not exist (404)
+	CodeIsDir    = "is_dir"    // a file call named a directory (400)
+	CodeTimeout  = "timeout"   // the call's own timeout elapsed (408/504)
+	CodeInternal = "internal"  // anything else (500)
+)
+
+// Error is an error reported by the agent.
+type Error struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func (e *Error) Error() string { return e.Message }
+
+// Errorf returns an *Error with the given code.
+func Errorf(code, format string, args ...any) *Error {
+	return &Error{Code: code, Message: fmt.Sprintf(format, args...)}
+}
+
+// CodeOf returns the agent error code carried by err, or "".
+func CodeOf(err error) string {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return ""
+}
+
+// PingResult answers OpPing.
+type PingResult struct {
+	Version      int    `json:"version"`
+	Hostname     string `json:"hostname"`
+	UptimeMs     int64  `json:"uptime_ms"`
+	TimeUnixNano int64  `json:"time_unix_nano"`
+}
+
+// ExecRequest runs one command. Exactly one of Args and Shell is set.
+type ExecRequest struct {
+	Args  []string `json:"args,omitempty"`  // argv, looked up in PATH
+	Shell string   `json:"shell,omitempty"` // run as /bin/sh -c Shell
+	Cwd   string   `json:"cwd,omitempty"`   // default WorkDir
+	Env   []string `json:"env,omitempty"`   // KEY=VALUE, added to the default environment
+	Stdin []byte   `json:"stdin,omitempty"` // nil: /dev/null
+	// TimeoutMs kills the command's whole process group when it elapses; 0 means none.
+	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+}
+
+// Validate reports whether r is well formed.
+func (r *ExecRequest) Validate() error {
+	switch {
+	case len(r.Args) == 0 && r.Shell == "":
+		return Errorf(CodeInvalid, "exec needs args or a shell command")
+	case len(r.Args) > 0 && r.Shell != "":
+		return Errorf(CodeInvalid, "exec takes args or a shell command, not both")
+	case r.TimeoutMs < 0:
+		return Errorf(CodeInvalid, "timeout must not be negative")
+	}
+	for _, kv := range r.Env {
+		if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
+			return Errorf(CodeInvalid, "env entry %q is not KEY=VALUE", kv)
+		}
+	}
+	return nil
+}
+
+// MaxOutput caps each of stdout and stderr kept from one exec.
+const MaxOutput = 16 << 20
+
+// ExecResult is the outcome of an exec. ExitCode is -1 when the command was
+// killed by a signal (including the timeout).
+type ExecResult struct {
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"` // output beyond MaxOutput was dropped
+	DurationMs int64  `json:"duration_ms"`
+}
+
+// EvalRequest evaluates Python code in the sandbox's warm interpreter, whose
+// globals persist between calls for the life of the sandbox.
+type EvalRequest struct {
+	Code      string `json:"code"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty"`
+}
+
+// EvalResult: Result is repr() of the value of a trailing expression (empty
+// when there is none); Error is the formatted exception; ExitCode is 0 on
+// success, 1 when the code raised.
+type EvalResult struct {
+	Result   string `json:"result"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+}
+
+// PutRequest writes a file; its content follows as Data frames. The write is
+// atomic: readers see the old file or the whole new one.
+type PutRequest struct {
+	Path string `json:"path"`
+	Mode uint32 `json:"mode,omitempty"` // permission bits; 0 means 0644
+}
+
+// GetRequest reads a file; its content follows the Response as Data frames.
+type GetRequest struct {
+	Path string `json:"path"`
+}
+
+// FileInfo describes one file.
+type FileInfo struct {
+	Path      string `json:"path"`
+	Type      string `json:"type"` // "file", "dir", "symlink", "other"
+	Size      int64  `json:"size"`
+	Mode      uint32 `json:"mode"` // permission bits
+	MtimeUnix int64  `json:"mtime_unix"`
+	Target    string `json:"target,omitempty"` // symlink target
+}
+
+// ListRequest lists a directory tree. Depth 1 lists the direct children.
+type ListRequest struct {
+	Path  string `json:"path"`
+	Depth int    `json:"depth,omitempty"` // 0 means 1
+}
+
+// MaxListEntries caps one listing.
+const MaxListEntries = 10000
+
+// ListResult is a directory tree in lexical order.
+type ListResult struct {
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// WaitRequest blocks until the file at Path contains Text, or TimeoutMs elapses.
+type WaitRequest struct {
+	Path      string `json:"path"`
+	Text      string `json:"text"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty"` // 0 means 30s
+}
+
+// WaitResult reports whether the text appeared.
+type WaitResult struct {
+	Found     bool  `json:"found"`
+	ElapsedMs int64 `json:"elapsed_ms"`
+}
+
+// DefaultWaitTimeout applies when WaitRequest.TimeoutMs is 0.
+const DefaultWaitTimeout = 30 * time.Second
+
+// ResolvePath turns a path given by a caller into an absolute, clean path
+// inside the sandbox. Relative paths resolve against WorkDir. Any ".."
+// element is refused rather than resolved: a caller that writes one almost
+// always means to escape somewhere, and refusing is easier to reason about.
+func ResolvePath(p string) (string, error) {
+	if p == "" {
+		return "", Errorf(CodeInvalid, "path is empty")
+	}
+	if strings.ContainsRune(p, 0) {
+		return "", Errorf(CodeInvalid, "path contains a NUL byte")
+	}
+	for _, el := range strings.Split(p, "/") {
+		if el == ".." {
+			return "", Errorf(CodeInvalid, "path %q contains '..': use a path inside the sandbox", p)
+		}
+	}
+	if !path.IsAbs(p) {
+		p = path.Join(WorkDir, p)
+	}
+	return path.Clean(p), nil
+}

@@ -1,0 +1,176 @@
+package agentproto
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"log/slog"
+	"net"
+
+	"github.com/hashicorp/yamux"
+)
+
+// Handler carries out calls on the guest side.
+type Handler interface {
+	Ping(ctx context.Context) (PingResult, error)
+	Exec(ctx context.Context, req ExecRequest) (ExecResult, error)
+	Eval(ctx context.Context, req EvalRequest) (EvalResult, error)
+	// Put reads the file's content from r; it must not return before it has
+	// read r to EOF unless it fails.
+	Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo, error)
+	Get(ctx context.Context, req GetRequest) (FileInfo, io.ReadCloser, error)
+	List(ctx context.Context, req ListRequest) (ListResult, error)
+	Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
+}
+
+// Serve accepts connections from l and serves each with h until ctx is done
+// or l fails. The host may connect again at any time (after a daemon restart
+// or a restore), so every connection gets its own session.
+func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) error {
+	stop := context.AfterFunc(ctx, func() { l.Close() })
+	defer stop()
+	for {
+		conn, err := l.Accept()
+		if err != nil {
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return err
+		}
+		go func() {
+			if err := ServeConn(ctx, conn, h); err != nil && !errors.Is(err, io.EOF) {
+				log.Debug("agent connection ended", "remote", conn.RemoteAddr(), "err", err)
+			}
+		}()
+	}
+}
+
+// ServeConn serves one host connection until it closes.
+func ServeConn(ctx context.Context, conn net.Conn, h Handler) error {
+	sess, err := yamux.Server(conn, muxConfig())
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	defer sess.Close()
+	stop := context.AfterFunc(ctx, func() { sess.Close() })
+	defer stop()
+	for {
+		st, err := sess.AcceptStream()
+		if err != nil {
+			return err
+		}
+		go serveStream(ctx, st, h)
+	}
+}
+
+func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
+	defer st.Close()
+	var hdr Header
+	if err := ReadJSON(st, &hdr); err != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+
+	// Calls without uploaded content watch the stream: the host closes it
+	// to cancel, which ends a running command.
+	watch := func() {
+		go func() {
+			var b [1]byte
+			st.Read(b[:])
+			cancel()
+		}()
+	}
+	decode := func(v any) error {
+		if len(hdr.Body) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(hdr.Body, v); err != nil {
+			return Errorf(CodeInvalid, "malformed %s request: %v", hdr.Op, err)
+		}
+		return nil
+	}
+
+	var (
+		out any
+		err error
+	)
+	switch hdr.Op {
+	case OpPing:
+		watch()
+		out, err = h.Ping(ctx)
+	case OpExec:
+		var req ExecRequest
+		if err = decode(&req); err == nil {
+			watch()
+			out, err = h.Exec(ctx, req)
+		}
+	case OpEval:
+		var req EvalRequest
+		if err = decode(&req); err == nil {
+			watch()
+			out, err = h.Eval(ctx, req)
+		}
+	case OpList:
+		var req ListRequest
+		if err = decode(&req); err == nil {
+			watch()
+			out, err = h.List(ctx, req)
+		}
+	case OpWait:
+		var req WaitRequest
+		if err = decode(&req); err == nil {
+			watch()
+			out, err = h.Wait(ctx, req)
+		}
+	case OpPut:
+		var req PutRequest
+		if err = decode(&req); err == nil {
+			out, err = h.Put(ctx, req, NewDataReader(st))
+		}
+	case OpGet:
+		var req GetRequest
+		if err = decode(&req); err == nil {
+			serveGet(ctx, st, h, req)
+			return
+		}
+	default:
+		err = Errorf(CodeInvalid, "unknown op %q", hdr.Op)
+	}
+	writeResponse(st, out, err)
+}
+
+func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {
+	info, rc, err := h.Get(ctx, req)
+	if err != nil {
+		writeResponse(st, nil, err)
+		return
+	}
+	defer rc.Close()
+	if err := writeResponse(st, info, nil); err != nil {
+		return
+	}
+	dw := NewDataWriter(st)
+	if _, err := io.Copy(dw, rc); err != nil {
+		// Ending without the End frame tells the host the content is cut short.
+		return
+	}
+	dw.Close()
+}
+
+func writeResponse(w io.Writer, out any, err error) error {
+	if err != nil {
+		var e *Error
+		if !errors.As(err, &e) {
+			e = &Error{Code: CodeInternal, Message: err.Error()}
+		}
+		return WriteJSON(w, Response{Error: e})
+	}
+	raw, merr := json.Marshal(out)
+	if merr != nil {
+		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: merr.Error()}})
+	}
+	return WriteJSON(w, Response{Body: raw})
+}

@@ -1,0 +1,185 @@
+// Package apitype holds the JSON shapes of cove's REST API, shared by the
+// daemon and pkg/client. Field names follow forkd's v1 API where it has one.
+package apitype
+
+// Header names.
+const (
+	// SandboxTokenHeader carries a sandbox's own token on data-plane calls.
+	SandboxTokenHeader = "X-Sandbox-Token"
+	// SandboxTokenHeaderAlt is forkd's name for the same header.
+	SandboxTokenHeaderAlt = "X-Sandstorm-Sandbox-Token"
+)
+
+// Sandbox statuses.
+const (
+	StatusCreating = "creating"
+	StatusRunning  = "running"
+	StatusStopping = "stopping"
+)
+
+// ErrorBody is every error response: {"error": "...", "code": "..."}.
+type ErrorBody struct {
+	Error string `json:"error"`
+	Code  string `json:"code,omitempty"`
+}
+
+// Error codes carried in ErrorBody.Code.
+const (
+	CodeBadRequest   = "bad_request"
+	CodeUnauthorized = "unauthorized"
+	CodeForbidden    = "forbidden"
+	CodeNotFound     = "not_found"
+	CodeConflict     = "conflict"
+	CodeTooLarge     = "too_large"
+	CodeTimeout      = "timeout"
+	CodeUnavailable  = "unavailable"
+	CodeInternal     = "internal"
+)
+
+// CreateSandboxRequest is the body of POST /v1/sandboxes.
+type CreateSandboxRequest struct {
+	SnapshotTag string `json:"snapshot_tag,omitempty"` // empty: cold start from Image
+	Image       string `json:"image,omitempty"`        // empty: the default image
+	N           int    `json:"n,omitempty"`            // 0 means 1; at most MaxN
+	TTLSecs     int64  `json:"ttl_secs,omitempty"`     // 0: the configured default
+	CPUs        int    `json:"cpus,omitempty"`         // 0: the configured default
+	MemoryMiB   int    `json:"memory_mib,omitempty"`   // 0: the configured default
+}
+
+// MaxN bounds how many sandboxes one create call makes.
+const MaxN = 1000
+
+// SandboxInfo describes a sandbox. Token is set only in the response that
+// created the sandbox, never by GET or LIST.
+type SandboxInfo struct {
+	ID            string `json:"id"`
+	Status        string `json:"status"`
+	Backend       string `json:"backend"`
+	Image         string `json:"image"`
+	SnapshotTag   string `json:"snapshot_tag,omitempty"`
+	CPUs          int    `json:"cpus"`
+	MemoryMiB     int    `json:"memory_mib"`
+	CreatedAtUnix int64  `json:"created_at_unix"`
+	ExpiresAtUnix int64  `json:"expires_at_unix"`
+	Token         string `json:"token,omitempty"`
+}
+
+// CompatCreateResponse is sandboxd's POST /sandboxes answer.
+type CompatCreateResponse struct {
+	ID    string `json:"id"`
+	Token string `json:"token"`
+}
+
+// ExecRequest is the body of POST /v1/sandboxes/{id}/exec. It accepts
+// forkd's "args" and sandboxd's "cmd" (both argv), or "shell", a string run
+// by /bin/sh -c.
+type ExecRequest struct {
+	Args        []string          `json:"args,omitempty"`
+	Cmd         []string          `json:"cmd,omitempty"`
+	Shell       string            `json:"shell,omitempty"`
+	Cwd         string            `json:"cwd,omitempty"`
+	Env         map[string]string `json:"env,omitempty"`
+	Stdin       string            `json:"stdin,omitempty"`
+	TimeoutSecs float64           `json:"timeout_secs,omitempty"`
+}
+
+// ExecResponse is the result of an exec.
+type ExecResponse struct {
+	Stdout     string `json:"stdout"`
+	Stderr     string `json:"stderr"`
+	ExitCode   int    `json:"exit_code"`
+	TimedOut   bool   `json:"timed_out,omitempty"`
+	Truncated  bool   `json:"truncated,omitempty"`
+	DurationMs int64  `json:"duration_ms"`
+}
+
+// EvalRequest is the body of POST /v1/sandboxes/{id}/eval.
+type EvalRequest struct {
+	Code        string  `json:"code"`
+	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+}
+
+// EvalResponse is forkd's eval answer, plus captured output.
+type EvalResponse struct {
+	Result   string `json:"result"`
+	Error    string `json:"error"`
+	ExitCode int    `json:"exit_code"`
+	Stdout   string `json:"stdout"`
+	Stderr   string `json:"stderr"`
+}
+
+// PingResponse answers POST /v1/sandboxes/{id}/ping.
+type PingResponse struct {
+	OK        bool   `json:"ok"`
+	Hostname  string `json:"hostname"`
+	UptimeMs  int64  `json:"uptime_ms"`
+	LatencyUs int64  `json:"latency_us"`
+}
+
+// FileInfo describes a file in a sandbox.
+type FileInfo struct {
+	Path      string `json:"path"`
+	Type      string `json:"type"` // file, dir, symlink, other
+	Size      int64  `json:"size"`
+	Mode      string `json:"mode"` // octal permission bits, e.g. "0644"
+	MtimeUnix int64  `json:"mtime_unix"`
+	Target    string `json:"target,omitempty"`
+}
+
+// ListFilesResponse answers GET /v1/sandboxes/{id}/list.
+type ListFilesResponse struct {
+	Entries   []FileInfo `json:"entries"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// WaitRequest is the body of POST /v1/sandboxes/{id}/wait.
+type WaitRequest struct {
+	Path        string  `json:"path"`
+	Text        string  `json:"text"`
+	TimeoutSecs float64 `json:"timeout_secs,omitempty"`
+}
+
+// WaitResponse reports whether the text appeared in time.
+type WaitResponse struct {
+	Found     bool  `json:"found"`
+	ElapsedMs int64 `json:"elapsed_ms"`
+}
+
+// ExtendRequest is the body of POST /v1/sandboxes/{id}/extend: the sandbox
+// then expires TTLSecs from now.
+type ExtendRequest struct {
+	TTLSecs int64 `json:"ttl_secs"`
+}
+
+// Info answers GET /v1/info: what the daemon runs on and its limits.
+type Info struct {
+	Version       string `json:"version"`
+	Backend       string `json:"backend"`
+	BackendReason string `json:"backend_reason"`
+	RuntimeVer    string `json:"runtime_version"`
+	DefaultImage  string `json:"default_image"`
+	Limits        Limits `json:"limits"`
+	Sandboxes     int    `json:"sandboxes"`
+	// RunscRoot is the runsc state directory (gVisor only), for tools on the
+	// same host that compare against runsc directly, such as cove bench.
+	RunscRoot string `json:"runsc_root,omitempty"`
+	RunscPath string `json:"runsc_path,omitempty"`
+}
+
+// Limits are the bounds a request must stay within.
+type Limits struct {
+	DefaultTTLSecs   int64 `json:"default_ttl_secs"`
+	MaxTTLSecs       int64 `json:"max_ttl_secs"`
+	DefaultCPUs      int   `json:"default_cpus"`
+	MaxCPUs          int   `json:"max_cpus"`
+	DefaultMemoryMiB int   `json:"default_memory_mib"`
+	MaxMemoryMiB     int   `json:"max_memory_mib"`
+	MaxSandboxes     int   `json:"max_sandboxes"`
+	MaxN             int   `json:"max_n"`
+}
+
+// VersionResponse answers GET /version.
+type VersionResponse struct {
+	Version string `json:"version"`
+	Commit  string `json:"commit,omitempty"`
+}
