@@ -146,6 +146,10 @@ func (c *Client) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo
 		_, err := io.Copy(dw, r)
 		if err == nil {
 			err = dw.Close()
+		} else {
+			// Closing without the End frame tells the agent the content is
+			// cut short, so it answers instead of waiting for the rest.
+			st.Close()
 		}
 		sent <- err
 	}()

@@ -34,6 +34,7 @@ const (
 	CodeTimeout      = "timeout"
 	CodeUnavailable  = "unavailable"
 	CodeInternal     = "internal"
+	CodeLimit        = "limit_reached"
 )
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

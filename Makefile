@@ -1,0 +1,48 @@
+# cove: make up (install, build, start the daemon, prove a sandbox works)
+#       make test (everything the tests need, then the tests)
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+
+GO      ?= go
+VERSION := $(shell git describe --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X main.version=$(VERSION)
+BIN     := bin
+IMAGES  ?= /var/lib/cove/images
+
+.PHONY: all deps build image up down test unit e2e bench vet clean
+
+all: build
+
+deps:
+	bash scripts/install-deps.sh
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/cove ./cmd/cove
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/cove-agent ./cmd/cove-agent
+
+# The image is content-addressed: an unchanged agent and recipe is a no-op.
+image: deps build
+	$(BIN)/cove image build --dir $(IMAGES) --agent $(BIN)/cove-agent
+
+up: image
+	bash scripts/up.sh
+
+down:
+	bash scripts/down.sh
+
+vet:
+	$(GO) vet ./...
+
+unit: build
+	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
+
+e2e: image
+	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+
+test: vet unit e2e
+
+bench: up
+	$(BIN)/cove bench --out $(BIN)/bench.json
+
+clean:
+	rm -rf $(BIN)

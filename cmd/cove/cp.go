@@ -1,0 +1,340 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/cove-sandbox/cove/pkg/client"
+)
+
+// progressMin is the size from which cp draws progress on a terminal.
+const progressMin = 8 << 20
+
+// cpArgs is a parsed `cove cp SRC DST`.
+type cpArgs struct {
+	upload bool   // local to sandbox; else sandbox to local
+	id     string // the sandbox
+	remote string // path in the sandbox; relative ones are under /work
+	local  string // local path, or "-" for stdin or stdout
+}
+
+// parseCp parses SRC and DST, exactly one of which is ID:PATH.
+func parseCp(src, dst string) (cpArgs, error) {
+	sid, spath, sremote := splitRemote(src)
+	did, dpath, dremote := splitRemote(dst)
+	switch {
+	case sremote && dremote:
+		return cpArgs{}, errors.New("both SRC and DST are ID:PATH; copying between sandboxes is not supported, go through a local file")
+	case !sremote && !dremote:
+		return cpArgs{}, errors.New("one of SRC and DST must be ID:PATH (write a local path that has a colon as ./NAME)")
+	case sremote:
+		if spath == "" || strings.HasSuffix(spath, "/") {
+			return cpArgs{}, fmt.Errorf("%s names a directory; cove cp copies a single file", src)
+		}
+		local := dst
+		if local != "-" && isDirPath(local) {
+			local = filepath.Join(local, path.Base(spath))
+		}
+		return cpArgs{id: sid, remote: spath, local: local}, nil
+	default:
+		remote := dpath
+		if remote == "" || strings.HasSuffix(remote, "/") {
+			if src == "-" {
+				return cpArgs{}, fmt.Errorf("name the file to write from stdin: %s:PATH", did)
+			}
+			remote += filepath.Base(src)
+		}
+		return cpArgs{upload: true, id: did, remote: remote, local: src}, nil
+	}
+}
+
+// splitRemote splits ID:PATH. Paths that start with / or ., "-", and
+// anything whose part before the colon has a slash are local.
+func splitRemote(s string) (id, p string, ok bool) {
+	if s == "-" || strings.HasPrefix(s, "/") || strings.HasPrefix(s, ".") {
+		return "", "", false
+	}
+	id, p, ok = strings.Cut(s, ":")
+	if !ok || id == "" || strings.ContainsAny(id, `/\`) {
+		return "", "", false
+	}
+	return id, p, true
+}
+
+// isDirPath reports whether a local destination names a directory.
+func isDirPath(p string) bool {
+	if strings.HasSuffix(p, string(filepath.Separator)) {
+		return true
+	}
+	fi, err := os.Stat(p)
+	return err == nil && fi.IsDir()
+}
+
+// cpResult is the --json summary of a copy.
+type cpResult struct {
+	Direction string  `json:"direction"` // upload or download
+	Sandbox   string  `json:"sandbox"`
+	Path      string  `json:"path"` // in the sandbox
+	Local     string  `json:"local"`
+	Bytes     int64   `json:"bytes"`
+	Seconds   float64 `json:"seconds"`
+	MBPerSec  float64 `json:"mb_per_sec"`
+}
+
+func runCp(ctx context.Context, args []string) error {
+	fs, c := newFlagSet("cp", "cp [flags] SRC DST   (one of them ID:PATH; - is stdin or stdout)")
+	c.addSandboxToken(fs)
+	pos, err := parseArgs(fs, args, -1)
+	if err != nil {
+		return err
+	}
+	if len(pos) != 2 {
+		fs.Usage()
+		return errors.New("need SRC and DST")
+	}
+	a, err := parseCp(pos[0], pos[1])
+	if err != nil {
+		return err
+	}
+	if c.json && !a.upload && a.local == "-" {
+		return errors.New("--json can't share stdout with the file; write the file somewhere else")
+	}
+	cl, daemon, err := c.client()
+	if err != nil {
+		return err
+	}
+	tok, err := c.tokenFor(daemon, a.id)
+	if err != nil {
+		return err
+	}
+	var res cpResult
+	if a.upload {
+		res, err = upload(ctx, cl, tok, a)
+	} else {
+		res, err = download(ctx, cl, tok, a)
+	}
+	if err != nil {
+		return explain(err, daemon)
+	}
+	if c.json {
+		return printJSON(os.Stdout, res)
+	}
+	verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
+	if res.Direction == "download" {
+		verb, from, to = "downloaded", to, from
+	}
+	if from == "-" {
+		from = "stdin"
+	}
+	if to == "-" {
+		to = "stdout"
+	}
+	size := fmt.Sprintf("%d bytes", res.Bytes)
+	if res.Bytes >= 1024 {
+		size = fmt.Sprintf("%s (%d bytes)", fmtBytes(res.Bytes), res.Bytes)
+	}
+	fmt.Fprintf(os.Stderr, "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
+		verb, size, from, to, res.Seconds, res.MBPerSec)
+	return nil
+}
+
+func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpResult, error) {
+	var (
+		r    io.Reader   = os.Stdin
+		size int64       = -1
+		mode fs.FileMode = 0o644
+	)
+	if a.local != "-" {
+		f, err := os.Open(a.local)
+		if err != nil {
+			return cpResult{}, err
+		}
+		defer f.Close()
+		fi, err := f.Stat()
+		if err != nil {
+			return cpResult{}, err
+		}
+		if fi.IsDir() {
+			return cpResult{}, fmt.Errorf("%s is a directory; cove cp copies a single file (tar it first)", a.local)
+		}
+		if fi.Mode().IsRegular() {
+			size = fi.Size()
+		}
+		r, mode = f, fi.Mode().Perm()
+	}
+	m := newMeter(size)
+	stop := m.draw(ctx, os.Stderr)
+	fi, err := cl.PutFile(ctx, a.id, tok, a.remote, mode, m.reader(r), size)
+	stop()
+	if err != nil {
+		return cpResult{}, notFoundIn(ctx, cl, err, a.id)
+	}
+	n := m.n.Load()
+	if fi.Size != n {
+		return cpResult{}, fmt.Errorf("sent %d bytes but the sandbox has %d in %s", n, fi.Size, fi.Path)
+	}
+	p := a.remote
+	if fi.Path != "" {
+		p = fi.Path // as the daemon resolved it
+	}
+	return m.result("upload", a.id, p, a.local), nil
+}
+
+func download(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpResult, error) {
+	body, fi, err := cl.GetFile(ctx, a.id, tok, a.remote)
+	if err != nil {
+		return cpResult{}, notFoundIn(ctx, cl, err, a.id)
+	}
+	defer body.Close()
+	m := newMeter(fi.Size)
+	stop := m.draw(ctx, os.Stderr)
+	defer stop()
+	if a.local == "-" {
+		if _, err := copyBuffer(os.Stdout, m.reader(body)); err != nil {
+			return cpResult{}, fmt.Errorf("download %s:%s: %w", a.id, a.remote, err)
+		}
+	} else {
+		mode := fs.FileMode(0o644)
+		if v, err := strconv.ParseUint(fi.Mode, 8, 32); err == nil {
+			mode = fs.FileMode(v).Perm()
+		}
+		if err := writeAtomic(a.local, mode, m.reader(body)); err != nil {
+			return cpResult{}, fmt.Errorf("download %s:%s: %w", a.id, a.remote, err)
+		}
+	}
+	stop()
+	if n := m.n.Load(); fi.Size >= 0 && n != fi.Size {
+		return cpResult{}, fmt.Errorf("download %s:%s: got %d of %d bytes", a.id, a.remote, n, fi.Size)
+	}
+	return m.result("download", a.id, a.remote, a.local), nil
+}
+
+// writeAtomic writes r to path through a temporary file beside it, so
+// that path is either untouched or complete.
+func writeAtomic(path string, mode fs.FileMode, r io.Reader) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".cove-*")
+	if err != nil {
+		return err
+	}
+	tmp := f.Name()
+	_, err = copyBuffer(f, r)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp, path)
+	}
+	if err != nil {
+		os.Remove(tmp)
+	}
+	return err
+}
+
+// copyBuffer copies with a 1 MiB buffer; large transfers make fewer
+// syscalls than with io.Copy's 32 KiB. Hiding dst's and src's other
+// methods keeps io.CopyBuffer from bypassing the buffer.
+func copyBuffer(dst io.Writer, src io.Reader) (int64, error) {
+	return io.CopyBuffer(struct{ io.Writer }{dst}, struct{ io.Reader }{src}, make([]byte, 1<<20))
+}
+
+// meter counts the bytes of a transfer and draws its progress.
+type meter struct {
+	total int64 // -1 if unknown
+	start time.Time
+	n     atomic.Int64
+}
+
+func newMeter(total int64) *meter {
+	return &meter{total: total, start: time.Now()}
+}
+
+// reader returns r counting into m.
+func (m *meter) reader(r io.Reader) io.Reader { return &countingReader{r: r, n: &m.n} }
+
+// draw redraws a progress line on w every so often until stop is called,
+// which erases it. It draws only if w is a terminal and the transfer is
+// (or, of unknown size, grows) over progressMin.
+func (m *meter) draw(ctx context.Context, w *os.File) (stop func()) {
+	if !isTerminal(w) || (m.total >= 0 && m.total <= progressMin) {
+		return func() {}
+	}
+	done := make(chan struct{})
+	finished := make(chan struct{})
+	go func() {
+		defer close(finished)
+		t := time.NewTicker(250 * time.Millisecond)
+		defer t.Stop()
+		drawn := false
+		for {
+			select {
+			case <-t.C:
+				n := m.n.Load()
+				if n <= progressMin && m.total < 0 {
+					continue
+				}
+				line := fmt.Sprintf("%s  %.1f MB/s", fmtBytes(n), mbPerSec(n, time.Since(m.start)))
+				if m.total > 0 {
+					line = fmt.Sprintf("%s / %s (%d%%)  %.1f MB/s", fmtBytes(n), fmtBytes(m.total),
+						n*100/m.total, mbPerSec(n, time.Since(m.start)))
+				}
+				fmt.Fprintf(w, "\r\x1b[K%s", line)
+				drawn = true
+			case <-done:
+				if drawn {
+					fmt.Fprint(w, "\r\x1b[K")
+				}
+				return
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	var stopped atomic.Bool
+	return func() {
+		if stopped.CompareAndSwap(false, true) {
+			close(done)
+			<-finished
+		}
+	}
+}
+
+// result summarizes the transfer so far.
+func (m *meter) result(dir, id, remote, local string) cpResult {
+	n, d := m.n.Load(), time.Since(m.start)
+	return cpResult{
+		Direction: dir,
+		Sandbox:   id,
+		Path:      remote,
+		Local:     local,
+		Bytes:     n,
+		Seconds:   d.Seconds(),
+		MBPerSec:  mbPerSec(n, d),
+	}
+}
+
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (c *countingReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n.Add(int64(n))
+	return n, err
+}

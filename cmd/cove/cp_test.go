@@ -1,0 +1,93 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func TestParseCp(t *testing.T) {
+	dir := t.TempDir()
+	tests := []struct {
+		name     string
+		src, dst string
+		want     cpArgs
+		wantErr  string
+	}{
+		{"upload", "f.txt", "sb1:/work/f.txt", cpArgs{upload: true, id: "sb1", remote: "/work/f.txt", local: "f.txt"}, ""},
+		{"upload relative", "./a/f.txt", "sb1:sub/g", cpArgs{upload: true, id: "sb1", remote: "sub/g", local: "./a/f.txt"}, ""},
+		{"upload into dir", "a/f.txt", "sb1:/tmp/", cpArgs{upload: true, id: "sb1", remote: "/tmp/f.txt", local: "a/f.txt"}, ""},
+		{"upload to workdir", "a/f.txt", "sb1:", cpArgs{upload: true, id: "sb1", remote: "f.txt", local: "a/f.txt"}, ""},
+		{"upload stdin", "-", "sb1:x", cpArgs{upload: true, id: "sb1", remote: "x", local: "-"}, ""},
+		{"upload stdin needs name", "-", "sb1:", cpArgs{}, "name the file"},
+		{"local path with colon", "./a:b", "sb1:x", cpArgs{upload: true, id: "sb1", remote: "x", local: "./a:b"}, ""},
+		{"absolute local with colon", "/tmp/a:b", "sb1:x", cpArgs{upload: true, id: "sb1", remote: "x", local: "/tmp/a:b"}, ""},
+		{"download", "sb1:/work/out.log", "out.log", cpArgs{id: "sb1", remote: "/work/out.log", local: "out.log"}, ""},
+		{"download stdout", "sb1:out.log", "-", cpArgs{id: "sb1", remote: "out.log", local: "-"}, ""},
+		{"download into dir", "sb1:/a/b.bin", dir, cpArgs{id: "sb1", remote: "/a/b.bin", local: filepath.Join(dir, "b.bin")}, ""},
+		{"download into dir/", "sb1:b.bin", "x/", cpArgs{id: "sb1", remote: "b.bin", local: filepath.Join("x", "b.bin")}, ""},
+		{"download a dir", "sb1:/work/", "x", cpArgs{}, "single file"},
+		{"download nothing", "sb1:", "x", cpArgs{}, "single file"},
+		{"both remote", "sb1:a", "sb2:b", cpArgs{}, "both"},
+		{"neither remote", "a", "b", cpArgs{}, "ID:PATH"},
+		{"slash before colon is local", "dir/a:b", "c", cpArgs{}, "ID:PATH"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := parseCp(tt.src, tt.dst)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Errorf("err = %v, want one mentioning %q", err, tt.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tt.want {
+				t.Errorf("got %+v, want %+v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestWriteAtomic(t *testing.T) {
+	dir := t.TempDir()
+	p := filepath.Join(dir, "f")
+	os.WriteFile(p, []byte("old"), 0o644)
+
+	// A failed copy leaves the old file and no temporary.
+	if err := writeAtomic(p, 0o600, &failingReader{data: "partial"}); err == nil {
+		t.Fatal("writeAtomic succeeded with a failing reader")
+	}
+	if b, _ := os.ReadFile(p); string(b) != "old" {
+		t.Errorf("file after a failed write: %q", b)
+	}
+	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
+		t.Errorf("temporary left behind: %v", ents)
+	}
+
+	if err := writeAtomic(p, 0o750, strings.NewReader("new")); err != nil {
+		t.Fatal(err)
+	}
+	fi, err := os.Stat(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); string(b) != "new" || fi.Mode().Perm() != 0o750 {
+		t.Errorf("file = %q mode %v, want \"new\" 0750", b, fi.Mode().Perm())
+	}
+}
+
+// failingReader returns data, then an error.
+type failingReader struct{ data string }
+
+func (r *failingReader) Read(p []byte) (int, error) {
+	if r.data == "" {
+		return 0, os.ErrDeadlineExceeded
+	}
+	n := copy(p, r.data)
+	r.data = r.data[n:]
+	return n, nil
+}

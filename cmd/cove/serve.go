@@ -1,0 +1,197 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	goruntime "runtime"
+	"strings"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/api"
+	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
+	"github.com/cove-sandbox/cove/internal/sandbox"
+	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+func runServe(ctx context.Context, args []string) error {
+	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
+	var (
+		addr         = fs.String("addr", "127.0.0.1:8080", "address to listen on")
+		stateDir     = fs.String("state-dir", "/var/lib/cove", "where the database and sandbox state live")
+		imageDir     = fs.String("image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
+		defaultImage = fs.String("image", "default", "image for sandboxes that name none")
+		tokenFile    = fs.String("token-file", "/etc/cove/token", "API key file; created with a new key if missing")
+		backend      = fs.String("backend", "auto", "isolation backend: auto or gvisor")
+		runsc        = fs.String("runsc", "runsc", "path to runsc")
+		defaultTTL   = fs.Duration("default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
+		maxTTL       = fs.Duration("max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
+		defaultCPUs  = fs.Int("default-cpus", 1, "vCPUs of a sandbox that asks for none")
+		maxCPUs      = fs.Int("max-cpus", goruntime.NumCPU(), "most vCPUs a sandbox may ask for")
+		defaultMem   = fs.Int("default-memory-mib", 512, "memory of a sandbox that asks for none")
+		maxMem       = fs.Int("max-memory-mib", 8192, "most memory a sandbox may ask for")
+		maxSandboxes = fs.Int("max-sandboxes", 500, "most sandboxes alive at once")
+		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
+	)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	var level slog.Level
+	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+		return fmt.Errorf("--log-level: %w", err)
+	}
+	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+
+	if os.Geteuid() != 0 {
+		return errors.New("the daemon needs root (network namespaces, runsc): run it as root")
+	}
+	key, err := loadOrCreateKey(*tokenFile)
+	if err != nil {
+		return err
+	}
+	stateDir2, err := filepath.Abs(*stateDir)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(stateDir2, 0o700); err != nil {
+		return err
+	}
+
+	name, reason, err := chooseBackend(*backend)
+	if err != nil {
+		return err
+	}
+	log.Info("backend chosen", "backend", name, "why", reason)
+	rt, err := gvisor.New(gvisor.Config{Runsc: *runsc, Dir: filepath.Join(stateDir2, "sandboxes"), Logger: log})
+	if err != nil {
+		return err
+	}
+	defer rt.Close()
+	if err := os.MkdirAll(filepath.Join(stateDir2, "sandboxes"), 0o700); err != nil {
+		return err
+	}
+
+	st, err := store.Open(ctx, filepath.Join(stateDir2, "cove.db"))
+	if err != nil {
+		return err
+	}
+	defer st.Close()
+
+	images := imageResolver{dir: *imageDir}
+	if _, _, err := images.Resolve(*defaultImage); err != nil {
+		log.Warn("default image not found: sandboxes cannot start until it is built (cove image build)", "image", *defaultImage, "dir", *imageDir, "err", err)
+	}
+	limits := sandbox.Limits{
+		DefaultTTL: *defaultTTL, MaxTTL: *maxTTL, DefaultCPUs: *defaultCPUs, MaxCPUs: *maxCPUs,
+		DefaultMemoryMiB: *defaultMem, MaxMemoryMiB: *maxMem, MaxSandboxes: *maxSandboxes,
+	}
+	svc := sandbox.New(sandbox.Config{
+		Runtime: rt, Store: st, Images: images, DefaultImage: *defaultImage, Limits: limits, Logger: log,
+	})
+	if err := svc.Recover(ctx); err != nil {
+		return fmt.Errorf("recover state: %w", err)
+	}
+	defer svc.Close()
+
+	runtimeVersion := rt.Version(ctx)
+	info := func(ctx context.Context) apitype.Info {
+		return apitype.Info{
+			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion,
+			DefaultImage: *defaultImage, Sandboxes: svc.Count(), RunscRoot: rt.RunscRoot(), RunscPath: rt.RunscPath(),
+			Limits: apitype.Limits{
+				DefaultTTLSecs: int64(limits.DefaultTTL.Seconds()), MaxTTLSecs: int64(limits.MaxTTL.Seconds()),
+				DefaultCPUs: limits.DefaultCPUs, MaxCPUs: limits.MaxCPUs,
+				DefaultMemoryMiB: limits.DefaultMemoryMiB, MaxMemoryMiB: limits.MaxMemoryMiB,
+				MaxSandboxes: limits.MaxSandboxes, MaxN: sandbox.MaxN,
+			},
+		}
+	}
+	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log})
+
+	l, err := net.Listen("tcp", *addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
+	}
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
+	log.Info("cove serving", "addr", l.Addr().String(), "version", version, "sandboxes", svc.Count())
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(l) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	log.Info("shutting down; sandboxes keep running and are re-attached at the next start")
+	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	srv.Shutdown(sctx)
+	return nil
+}
+
+// chooseBackend picks the isolation backend and says why.
+func chooseBackend(want string) (name, reason string, err error) {
+	switch want {
+	case "gvisor":
+		return "gvisor", "chosen with --backend gvisor", nil
+	case "auto":
+		why := "no /dev/kvm on this host"
+		if _, err := os.Stat("/dev/kvm"); err == nil {
+			why = "/dev/kvm exists, but the QEMU microVM backend is not in this build yet"
+		}
+		return "gvisor", "auto: " + why + "; gVisor needs no hardware virtualisation", nil
+	}
+	return "", "", fmt.Errorf("--backend %q: want auto or gvisor", want)
+}
+
+// loadOrCreateKey reads the API key, creating the file with a fresh key on
+// first start.
+func loadOrCreateKey(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err == nil {
+		key := strings.TrimSpace(string(b))
+		if key == "" {
+			return "", fmt.Errorf("token file %s is empty: delete it to have a new key generated", path)
+		}
+		return key, nil
+	}
+	if !errors.Is(err, fs.ErrNotExist) {
+		return "", fmt.Errorf("read token file: %w", err)
+	}
+	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
+		return "", err
+	}
+	var raw [32]byte
+	rand.Read(raw[:])
+	key := hex.EncodeToString(raw[:])
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if err != nil {
+		return "", fmt.Errorf("create token file: %w", err)
+	}
+	if _, err := f.WriteString(key + "\n"); err != nil {
+		f.Close()
+		return "", err
+	}
+	return key, f.Close()
+}
+
+// imageResolver adapts the image directory to the sandbox service.
+type imageResolver struct{ dir string }
+
+func (r imageResolver) Resolve(nameOrID string) (id, rootfs string, err error) {
+	img, err := image.Resolve(r.dir, nameOrID)
+	if err != nil {
+		return "", "", err
+	}
+	return img.ID, img.Rootfs, nil
+}

@@ -1,0 +1,328 @@
+// Package e2e drives the real cove daemon, with real gVisor sandboxes,
+// through its public API. It needs root, runsc and a built image
+// (make image); under CI a missing prerequisite fails the suite.
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
+)
+
+// env is what every test shares: the built binary, the image directory and
+// one daemon most tests use.
+type env struct {
+	bin      string
+	imageDir string
+	tmp      string
+	shared   *daemon
+}
+
+var suite env // set once by TestMain, read-only after
+
+func TestMain(m *testing.M) {
+	os.Exit(run(m))
+}
+
+func run(m *testing.M) int {
+	ci := os.Getenv("CI") == "true"
+	if why := missingPrereq(); why != "" {
+		if ci {
+			fmt.Fprintf(os.Stderr, "e2e: FAIL: missing prerequisite under CI: %s\n", why)
+			return 1
+		}
+		fmt.Fprintf(os.Stderr, "e2e: skipping: %s (run `make test` to set everything up)\n", why)
+		return 0
+	}
+	tmp, err := os.MkdirTemp("", "cove-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 1
+	}
+	defer os.RemoveAll(tmp)
+	suite.tmp = tmp
+	suite.imageDir = imageDir()
+	suite.bin = filepath.Join(tmp, "cove")
+	build := exec.Command("go", "build", "-o", suite.bin, "github.com/cove-sandbox/cove/cmd/cove")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: build cove: %v\n", err)
+		return 1
+	}
+	d, err := startDaemon(filepath.Join(tmp, "shared"))
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
+		return 1
+	}
+	suite.shared = d
+	code := m.Run()
+	if err := d.stop(); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: stop daemon: %v\n", err)
+		code = 1
+	}
+	return code
+}
+
+func imageDir() string {
+	if d := os.Getenv("COVE_IMAGE_DIR"); d != "" {
+		return d
+	}
+	return "/var/lib/cove/images"
+}
+
+func missingPrereq() string {
+	if os.Geteuid() != 0 {
+		return "not root"
+	}
+	if _, err := exec.LookPath("runsc"); err != nil {
+		return "runsc not installed"
+	}
+	if _, err := image.Resolve(imageDir(), "default"); err != nil {
+		return fmt.Sprintf("no default image in %s: %v", imageDir(), err)
+	}
+	return ""
+}
+
+// daemon is one running `cove serve`.
+type daemon struct {
+	dir       string // state dir, token file and log live here
+	url       string
+	key       string
+	addr      string
+	cmd       *exec.Cmd
+	log       *os.File
+	c         *client.Client
+	extraArgs []string
+}
+
+func startDaemon(dir string, extra ...string) (*daemon, error) {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
+	}
+	addr, err := freeAddr()
+	if err != nil {
+		return nil, err
+	}
+	d := &daemon{dir: dir, addr: addr, url: "http://" + addr, extraArgs: extra}
+	return d, d.start()
+}
+
+func (d *daemon) start() error {
+	log, err := os.OpenFile(filepath.Join(d.dir, "daemon.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	args := append([]string{"serve", "--addr", d.addr, "--state-dir", filepath.Join(d.dir, "state"),
+		"--image-dir", suite.imageDir, "--token-file", filepath.Join(d.dir, "token"), "--log-level", "debug"}, d.extraArgs...)
+	cmd := exec.Command(suite.bin, args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		log.Close()
+		return err
+	}
+	d.cmd, d.log = cmd, log
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if resp, err := http.Get(d.url + "/healthz"); err == nil {
+			resp.Body.Close()
+			key, err := os.ReadFile(filepath.Join(d.dir, "token"))
+			if err != nil {
+				return err
+			}
+			d.key = strings.TrimSpace(string(key))
+			d.c = client.New(d.url, d.key)
+			return nil
+		}
+		if cmd.ProcessState != nil {
+			break
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return fmt.Errorf("daemon did not come up; log:\n%s", d.logTail())
+}
+
+func (d *daemon) logTail() string {
+	b, _ := os.ReadFile(filepath.Join(d.dir, "daemon.log"))
+	if len(b) > 4000 {
+		b = b[len(b)-4000:]
+	}
+	return string(b)
+}
+
+// stop deletes every sandbox and stops the daemon gracefully.
+func (d *daemon) stop() error {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	if list, err := d.c.ListSandboxes(ctx); err == nil {
+		for _, sb := range list {
+			d.c.DeleteSandbox(ctx, sb.ID)
+		}
+	}
+	d.cmd.Process.Signal(syscall.SIGTERM)
+	err := d.cmd.Wait()
+	d.log.Close()
+	return err
+}
+
+// kill9 kills the daemon without warning.
+func (d *daemon) kill9() {
+	d.cmd.Process.Kill()
+	d.cmd.Wait()
+	d.log.Close()
+}
+
+func (d *daemon) stateDir() string { return filepath.Join(d.dir, "state") }
+
+func freeAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
+}
+
+// sandbox is a created sandbox and its token.
+type sandbox struct {
+	id, token string
+}
+
+func create(t *testing.T, d *daemon, req apitype.CreateSandboxRequest) []sandbox {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	infos, err := d.c.CreateSandboxes(ctx, req)
+	if err != nil {
+		t.Fatalf("create %+v: %v\ndaemon log:\n%s", req, err, d.logTail())
+	}
+	out := make([]sandbox, len(infos))
+	for i, info := range infos {
+		if info.Token == "" || info.Status != apitype.StatusRunning {
+			t.Fatalf("created sandbox %+v: want a token and status running", info)
+		}
+		out[i] = sandbox{info.ID, info.Token}
+	}
+	return out
+}
+
+// newSandbox creates one sandbox on the shared daemon, deleted at the end
+// of the test.
+func newSandbox(t *testing.T) sandbox {
+	t.Helper()
+	sb := create(t, suite.shared, apitype.CreateSandboxRequest{})[0]
+	t.Cleanup(func() { suite.shared.c.DeleteSandbox(context.Background(), sb.id) })
+	return sb
+}
+
+func execOK(t *testing.T, d *daemon, sb sandbox, shell string) string {
+	t.Helper()
+	res, err := d.c.Exec(context.Background(), sb.id, sb.token, apitype.ExecRequest{Shell: shell, TimeoutSecs: 60})
+	if err != nil {
+		t.Fatalf("exec %q: %v", shell, err)
+	}
+	if res.ExitCode != 0 {
+		t.Fatalf("exec %q: exit %d, stderr %q", shell, res.ExitCode, res.Stderr)
+	}
+	return res.Stdout
+}
+
+// resources counts what a daemon's sandboxes hold on the host.
+type resources struct {
+	RunscProcs int
+	Mounts     int
+	Dirs       int
+	Netns      int
+}
+
+func countResources(t *testing.T, stateDir string) resources {
+	t.Helper()
+	var r resources
+	procs, _ := os.ReadDir("/proc")
+	for _, p := range procs {
+		if _, err := strconv.Atoi(p.Name()); err != nil {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil || len(cmdline) == 0 {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if strings.Contains(filepath.Base(args[0]), "runsc") && bytes.Contains(cmdline, []byte(stateDir)) {
+			r.RunscProcs++
+		}
+	}
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, stateDir+"/") {
+			r.Mounts++
+		}
+	}
+	ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
+	for _, e := range ents {
+		if !strings.HasPrefix(e.Name(), ".") {
+			r.Dirs++
+		}
+	}
+	ns, _ := os.ReadDir("/var/run/netns")
+	for _, e := range ns {
+		if strings.HasPrefix(e.Name(), "cove-") {
+			r.Netns++
+		}
+	}
+	return r
+}
+
+// waitResources polls until the daemon's resources match want: teardown
+// may finish a moment after the API answers.
+func waitResources(t *testing.T, stateDir string, want resources) {
+	t.Helper()
+	var got resources
+	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {
+		if got = countResources(t, stateDir); got == want {
+			return
+		}
+	}
+	t.Fatalf("resources leaked: have %+v, want %+v", got, want)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// rawCall sends one HTTP request and returns the status and body.
+func rawCall(t *testing.T, method, url string, headers map[string]string, body string) (int, []byte) {
+	t.Helper()
+	req, err := http.NewRequest(method, url, strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, v := range headers {
+		req.Header.Set(k, v)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, url, err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, b
+}

@@ -1,0 +1,262 @@
+package agent
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
+)
+
+// Put writes a file atomically: the content goes to a temporary file in
+// the same directory, which is synced and renamed over the target. A
+// symlink at the target is replaced, not written through.
+func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader) (agentproto.FileInfo, error) {
+	var info agentproto.FileInfo
+	p, err := a.resolve(req.Path)
+	if err != nil {
+		return info, err
+	}
+	if req.Mode&^0o7777 != 0 {
+		return info, agentproto.Errorf(agentproto.CodeInvalid, "mode %#o has bits beyond 07777", req.Mode)
+	}
+	mode := req.Mode
+	if mode == 0 {
+		mode = 0o644
+	}
+	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
+		return info, agentproto.Errorf(agentproto.CodeIsDir, "%s is a directory", p)
+	}
+	dir := filepath.Dir(p)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return info, fsError(err)
+	}
+	// The name does not include the target's: that could exceed NAME_MAX.
+	f, err := os.CreateTemp(dir, ".cove-put-*")
+	if err != nil {
+		return info, fsError(err)
+	}
+	tmp := f.Name()
+	done := false
+	defer func() {
+		if !done {
+			f.Close()
+			os.Remove(tmp)
+		}
+	}()
+	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
+		return info, fsError(fmt.Errorf("write %s: %w", p, err))
+	}
+	if err := f.Chmod(fileMode(mode)); err != nil {
+		return info, fsError(err)
+	}
+	if err := f.Sync(); err != nil {
+		return info, fsError(err)
+	}
+	if err := f.Close(); err != nil {
+		return info, fsError(err)
+	}
+	if err := os.Rename(tmp, p); err != nil {
+		return info, fsError(err)
+	}
+	done = true
+	syncDir(dir)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return info, fsError(err)
+	}
+	return fileInfo(p, fi), nil
+}
+
+// syncDir makes a rename in dir durable. Some file systems refuse to sync
+// a directory; the file's content is synced either way, so that is ignored.
+func syncDir(dir string) {
+	if d, err := os.Open(dir); err == nil {
+		d.Sync()
+		d.Close()
+	}
+}
+
+// ctxReader stops a copy once ctx is done.
+type ctxReader struct {
+	ctx context.Context
+	r   io.Reader
+}
+
+func (r ctxReader) Read(p []byte) (int, error) {
+	if err := r.ctx.Err(); err != nil {
+		return 0, err
+	}
+	return r.r.Read(p)
+}
+
+// Get opens a regular file for reading, following symlinks.
+func (a *Agent) Get(ctx context.Context, req agentproto.GetRequest) (agentproto.FileInfo, io.ReadCloser, error) {
+	var info agentproto.FileInfo
+	p, err := a.resolve(req.Path)
+	if err != nil {
+		return info, nil, err
+	}
+	// Check before opening: opening a FIFO would block.
+	fi, err := os.Stat(p)
+	if err != nil {
+		return info, nil, fsError(err)
+	}
+	if err := checkRegular(p, fi); err != nil {
+		return info, nil, err
+	}
+	f, err := os.Open(p)
+	if err != nil {
+		return info, nil, fsError(err)
+	}
+	if fi, err = f.Stat(); err != nil {
+		f.Close()
+		return info, nil, fsError(err)
+	}
+	if err := checkRegular(p, fi); err != nil { // replaced since the Stat
+		f.Close()
+		return info, nil, err
+	}
+	return fileInfo(p, fi), f, nil
+}
+
+func checkRegular(p string, fi fs.FileInfo) error {
+	switch {
+	case fi.IsDir():
+		return agentproto.Errorf(agentproto.CodeIsDir, "%s is a directory", p)
+	case !fi.Mode().IsRegular():
+		return agentproto.Errorf(agentproto.CodeInvalid, "%s is not a regular file", p)
+	}
+	return nil
+}
+
+// errListFull stops a listing at agentproto.MaxListEntries.
+var errListFull = errors.New("listing full")
+
+// List lists the tree under a directory, depth first, each directory's
+// entries in lexical order. Symlinks inside the tree are not followed; a
+// symlink named by the request itself is, like `find -H`. A file is listed
+// as itself.
+func (a *Agent) List(ctx context.Context, req agentproto.ListRequest) (agentproto.ListResult, error) {
+	var res agentproto.ListResult
+	p, err := a.resolve(req.Path)
+	if err != nil {
+		return res, err
+	}
+	if req.Depth < 0 {
+		return res, agentproto.Errorf(agentproto.CodeInvalid, "depth must not be negative")
+	}
+	depth := max(req.Depth, 1)
+	fi, err := os.Lstat(p)
+	if err != nil {
+		return res, fsError(err)
+	}
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		if target, err := os.Stat(p); err == nil && target.IsDir() {
+			fi = target
+		}
+	}
+	if !fi.IsDir() {
+		res.Entries = []agentproto.FileInfo{fileInfo(p, fi)}
+		return res, nil
+	}
+	l := &lister{ctx: ctx, entries: []agentproto.FileInfo{}}
+	switch err := l.walk(p, depth); {
+	case errors.Is(err, errListFull):
+		res.Truncated = true
+	case err != nil:
+		return res, fsError(err)
+	}
+	res.Entries = l.entries
+	return res, nil
+}
+
+type lister struct {
+	ctx     context.Context
+	entries []agentproto.FileInfo
+}
+
+// walk appends the entries under dir, descending depth-1 more levels.
+func (l *lister) walk(dir string, depth int) error {
+	if err := l.ctx.Err(); err != nil {
+		return err
+	}
+	ents, err := os.ReadDir(dir) // sorted by name
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		fi, err := e.Info()
+		if err != nil {
+			continue // removed since the ReadDir
+		}
+		if len(l.entries) == agentproto.MaxListEntries {
+			return errListFull
+		}
+		p := filepath.Join(dir, e.Name())
+		l.entries = append(l.entries, fileInfo(p, fi))
+		if e.IsDir() && depth > 1 {
+			// An unreadable subdirectory is listed without its contents
+			// rather than failing the whole listing.
+			if err := l.walk(p, depth-1); err != nil && (errors.Is(err, errListFull) || l.ctx.Err() != nil) {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// fileInfo describes fi, found at p, without following symlinks.
+func fileInfo(p string, fi fs.FileInfo) agentproto.FileInfo {
+	info := agentproto.FileInfo{
+		Path:      p,
+		Type:      "other",
+		Size:      fi.Size(),
+		Mode:      permBits(fi.Mode()),
+		MtimeUnix: fi.ModTime().Unix(),
+	}
+	switch m := fi.Mode(); {
+	case m.IsRegular():
+		info.Type = "file"
+	case m.IsDir():
+		info.Type = "dir"
+	case m&fs.ModeSymlink != 0:
+		info.Type = "symlink"
+		info.Target, _ = os.Readlink(p)
+	}
+	return info
+}
+
+// permBits turns an fs.FileMode into Unix permission bits, 07777.
+func permBits(m fs.FileMode) uint32 {
+	bits := uint32(m.Perm())
+	if m&fs.ModeSetuid != 0 {
+		bits |= 0o4000
+	}
+	if m&fs.ModeSetgid != 0 {
+		bits |= 0o2000
+	}
+	if m&fs.ModeSticky != 0 {
+		bits |= 0o1000
+	}
+	return bits
+}
+
+// fileMode is the inverse of permBits.
+func fileMode(bits uint32) fs.FileMode {
+	m := fs.FileMode(bits & 0o777)
+	if bits&0o4000 != 0 {
+		m |= fs.ModeSetuid
+	}
+	if bits&0o2000 != 0 {
+		m |= fs.ModeSetgid
+	}
+	if bits&0o1000 != 0 {
+		m |= fs.ModeSticky
+	}
+	return m
+}

@@ -1,0 +1,208 @@
+// Package api serves cove's REST API over the sandbox service: forkd's v1
+// routes (extended) under /v1, and sandboxd's four calls at the root.
+package api
+
+import (
+	"context"
+	"crypto/subtle"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/sandbox"
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+// Config configures the API.
+type Config struct {
+	Service *sandbox.Service
+	APIKey  string
+	Version string
+	// Info describes the daemon for GET /v1/info.
+	Info   func(ctx context.Context) apitype.Info
+	Logger *slog.Logger
+}
+
+// Server is the REST API.
+type Server struct {
+	cfg Config
+	svc *sandbox.Service
+	log *slog.Logger
+	mux *http.ServeMux
+}
+
+// maxJSONBody bounds JSON request bodies; file content is streamed and
+// has no bound.
+const maxJSONBody = 64 << 20
+
+// New returns the API's handler.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux()}
+	s.routes()
+	return s
+}
+
+func (s *Server) routes() {
+	m := s.mux
+	m.HandleFunc("GET /healthz", s.healthz)
+	m.HandleFunc("GET /version", s.auth(s.version))
+	m.HandleFunc("GET /metrics", s.auth(s.metrics))
+	m.HandleFunc("GET /v1/info", s.auth(s.info))
+
+	m.HandleFunc("POST /v1/sandboxes", s.auth(s.createSandboxes))
+	m.HandleFunc("GET /v1/sandboxes", s.auth(s.listSandboxes))
+	m.HandleFunc("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
+	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.auth(s.deleteSandbox))
+	m.HandleFunc("POST /v1/sandboxes/{id}/extend", s.auth(s.extend))
+
+	m.HandleFunc("POST /v1/sandboxes/{id}/ping", s.data(s.ping))
+	m.HandleFunc("POST /v1/sandboxes/{id}/exec", s.data(s.exec))
+	m.HandleFunc("POST /v1/sandboxes/{id}/eval", s.data(s.eval))
+	m.HandleFunc("PUT /v1/sandboxes/{id}/files", s.data(s.putFile))
+	m.HandleFunc("GET /v1/sandboxes/{id}/files", s.data(s.getFile))
+	m.HandleFunc("GET /v1/sandboxes/{id}/list", s.data(s.listFiles))
+	m.HandleFunc("POST /v1/sandboxes/{id}/wait", s.data(s.wait))
+
+	// sandboxd's API, verbatim.
+	m.HandleFunc("POST /sandboxes", s.auth(s.compatCreate))
+	m.HandleFunc("POST /sandboxes/{id}/exec", s.data(s.exec))
+	m.HandleFunc("PUT /sandboxes/{id}/files/{path...}", s.data(s.compatPutFile))
+	m.HandleFunc("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
+
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, apitype.CodeNotFound, fmt.Sprintf("no route for %s %s: see docs/API.md", r.Method, r.URL.Path))
+	})
+}
+
+// ServeHTTP implements http.Handler. A panic becomes a 500 with a short
+// message, never a stack trace.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	defer func() {
+		if v := recover(); v != nil {
+			if v == http.ErrAbortHandler {
+				panic(v)
+			}
+			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+			writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
+		}
+	}()
+	s.mux.ServeHTTP(w, r)
+}
+
+// auth requires the API key.
+func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+		if !ok || key == "" {
+			writeError(w, http.StatusUnauthorized, apitype.CodeUnauthorized,
+				"missing API key: send 'Authorization: Bearer <key>' (the daemon writes its key to its token file, /etc/cove/token by default)")
+			return
+		}
+		if subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) != 1 {
+			writeError(w, http.StatusUnauthorized, apitype.CodeUnauthorized, "wrong API key")
+			return
+		}
+		h(w, r)
+	}
+}
+
+// data requires the API key and the sandbox's own token, and hands the
+// handler the opened sandbox.
+func (s *Server) data(h func(http.ResponseWriter, *http.Request, *sandbox.Sandbox)) http.HandlerFunc {
+	return s.auth(func(w http.ResponseWriter, r *http.Request) {
+		token := r.Header.Get(apitype.SandboxTokenHeader)
+		if token == "" {
+			token = r.Header.Get(apitype.SandboxTokenHeaderAlt)
+		}
+		sb, err := s.svc.Open(r.PathValue("id"), token)
+		if err != nil {
+			s.fail(w, r, err)
+			return
+		}
+		h(w, r, sb)
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	enc := json.NewEncoder(w)
+	enc.SetEscapeHTML(false)
+	enc.Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, apitype.ErrorBody{Error: msg, Code: code})
+}
+
+// fail writes err with the status its sentinel maps to.
+func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	status, code := http.StatusInternalServerError, apitype.CodeInternal
+	switch {
+	case errors.Is(err, sandbox.ErrInvalid):
+		status, code = http.StatusBadRequest, apitype.CodeBadRequest
+	case errors.Is(err, sandbox.ErrNotFound):
+		status, code = http.StatusNotFound, apitype.CodeNotFound
+	case errors.Is(err, sandbox.ErrForbidden):
+		status, code = http.StatusForbidden, apitype.CodeForbidden
+	case errors.Is(err, sandbox.ErrLimit):
+		status, code = http.StatusTooManyRequests, apitype.CodeLimit
+	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		status, code = http.StatusGatewayTimeout, apitype.CodeTimeout
+	case errors.Is(err, sandbox.ErrUnavailable):
+		status, code = http.StatusServiceUnavailable, apitype.CodeUnavailable
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+		status, code = 499, "canceled"
+	}
+	if status >= 500 {
+		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+	}
+	writeError(w, status, code, err.Error())
+}
+
+// decode reads a JSON body into v, strictly: unknown fields and trailing
+// data are errors, so a misspelt field is reported instead of ignored. An
+// empty body leaves v as it is when emptyOK.
+func decode(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
+	body := http.MaxBytesReader(w, r.Body, maxJSONBody)
+	dec := json.NewDecoder(body)
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		if errors.Is(err, io.EOF) && emptyOK {
+			return nil
+		}
+		var mbe *http.MaxBytesError
+		if errors.As(err, &mbe) {
+			return fmt.Errorf("%w: request body over %d bytes", sandbox.ErrInvalid, maxJSONBody)
+		}
+		if errors.Is(err, io.EOF) {
+			return fmt.Errorf("%w: request body is empty: send a JSON object", sandbox.ErrInvalid)
+		}
+		return fmt.Errorf("%w: malformed JSON: %v", sandbox.ErrInvalid, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: malformed JSON: data after the object", sandbox.ErrInvalid)
+	}
+	return nil
+}
+
+// secs converts a non-negative number of seconds from a request.
+func secs(name string, v float64, max time.Duration) (time.Duration, error) {
+	if v < 0 {
+		return 0, fmt.Errorf("%w: %s must not be negative", sandbox.ErrInvalid, name)
+	}
+	d := time.Duration(v * float64(time.Second))
+	if v > max.Seconds() {
+		return 0, fmt.Errorf("%w: %s must be at most %d", sandbox.ErrInvalid, name, int64(max.Seconds()))
+	}
+	return d, nil
+}

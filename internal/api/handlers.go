@@ -1,0 +1,312 @@
+package api
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"sort"
+	"strconv"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/sandbox"
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+// maxExecTimeout bounds timeout_secs on exec, eval and wait.
+const maxExecTimeout = 24 * time.Hour
+
+func (s *Server) healthz(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]bool{"ok": true})
+}
+
+func (s *Server) version(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, apitype.VersionResponse{Version: s.cfg.Version})
+}
+
+func (s *Server) info(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.cfg.Info(r.Context()))
+}
+
+func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
+	st := s.svc.Stats()
+	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
+	fmt.Fprintf(w, "# HELP cove_sandboxes Sandboxes alive.\n# TYPE cove_sandboxes gauge\ncove_sandboxes %d\n", s.svc.Count())
+	for _, m := range []struct {
+		name, help string
+		v          int64
+	}{
+		{"cove_sandboxes_created_total", "Sandboxes created.", st.Created.Load()},
+		{"cove_sandboxes_destroyed_total", "Sandboxes destroyed.", st.Destroyed.Load()},
+		{"cove_sandboxes_expired_total", "Sandboxes destroyed at expiry.", st.Expired.Load()},
+		{"cove_create_failures_total", "Create calls that failed.", st.Failures.Load()},
+		{"cove_execs_total", "Commands run.", st.Execs.Load()},
+	} {
+		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
+	}
+}
+
+func sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
+	return apitype.SandboxInfo{
+		ID: i.ID, Status: i.Status, Backend: i.Backend, Image: i.Image, SnapshotTag: i.SnapshotTag,
+		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, CreatedAtUnix: i.CreatedAt.Unix(),
+		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token,
+	}
+}
+
+func (s *Server) create(w http.ResponseWriter, r *http.Request) ([]sandbox.Info, bool) {
+	var req apitype.CreateSandboxRequest
+	if err := decode(w, r, &req, true); err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	if req.TTLSecs < 0 {
+		s.fail(w, r, fmt.Errorf("%w: ttl_secs must not be negative", sandbox.ErrInvalid))
+		return nil, false
+	}
+	if max := int64(s.svc.Limits().MaxTTL.Seconds()); req.TTLSecs > max {
+		s.fail(w, r, fmt.Errorf("%w: ttl_secs %d exceeds the maximum of %d", sandbox.ErrInvalid, req.TTLSecs, max))
+		return nil, false
+	}
+	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
+		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: time.Duration(req.TTLSecs) * time.Second,
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
+	})
+	if err != nil {
+		s.fail(w, r, err)
+		return nil, false
+	}
+	return infos, true
+}
+
+func (s *Server) createSandboxes(w http.ResponseWriter, r *http.Request) {
+	infos, ok := s.create(w, r)
+	if !ok {
+		return
+	}
+	out := make([]apitype.SandboxInfo, len(infos))
+	for i, info := range infos {
+		out[i] = sandboxInfo(info)
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+func (s *Server) compatCreate(w http.ResponseWriter, r *http.Request) {
+	infos, ok := s.create(w, r)
+	if !ok {
+		return
+	}
+	writeJSON(w, http.StatusCreated, apitype.CompatCreateResponse{ID: infos[0].ID, Token: infos[0].Token})
+}
+
+func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
+	infos := s.svc.List()
+	out := make([]apitype.SandboxInfo, len(infos))
+	for i, info := range infos {
+		out[i] = sandboxInfo(info)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
+	info, err := s.svc.Get(r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxInfo(info))
+}
+
+func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
+	if err := s.svc.Delete(r.Context(), r.PathValue("id")); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) extend(w http.ResponseWriter, r *http.Request) {
+	var req apitype.ExtendRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if req.TTLSecs <= 0 {
+		s.fail(w, r, fmt.Errorf("%w: ttl_secs must be positive", sandbox.ErrInvalid))
+		return
+	}
+	if req.TTLSecs > int64(s.svc.Limits().MaxTTL.Seconds()) {
+		s.fail(w, r, fmt.Errorf("%w: ttl_secs must be at most %d", sandbox.ErrInvalid, int64(s.svc.Limits().MaxTTL.Seconds())))
+		return
+	}
+	info, err := s.svc.Extend(r.Context(), r.PathValue("id"), time.Duration(req.TTLSecs)*time.Second)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, sandboxInfo(info))
+}
+
+func (s *Server) ping(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	res, rtt, err := sb.Ping(r.Context())
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apitype.PingResponse{OK: true, Hostname: res.Hostname, UptimeMs: res.UptimeMs, LatencyUs: rtt.Microseconds()})
+}
+
+func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	var req apitype.ExecRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	args := req.Args
+	if len(req.Cmd) > 0 {
+		if len(args) > 0 {
+			s.fail(w, r, fmt.Errorf("%w: give args or cmd, not both", sandbox.ErrInvalid))
+			return
+		}
+		args = req.Cmd
+	}
+	timeout, err := secs("timeout_secs", req.TimeoutSecs, maxExecTimeout)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	env := make([]string, 0, len(req.Env))
+	for k, v := range req.Env {
+		env = append(env, k+"="+v)
+	}
+	sort.Strings(env)
+	areq := agentproto.ExecRequest{Args: args, Shell: req.Shell, Cwd: req.Cwd, Env: env, TimeoutMs: timeout.Milliseconds()}
+	if req.Stdin != "" {
+		areq.Stdin = []byte(req.Stdin)
+	}
+	res, err := sb.Exec(r.Context(), areq)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apitype.ExecResponse{
+		Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode,
+		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMs: res.DurationMs,
+	})
+}
+
+func (s *Server) eval(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	var req apitype.EvalRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	timeout, err := secs("timeout_secs", req.TimeoutSecs, maxExecTimeout)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := sb.Eval(r.Context(), agentproto.EvalRequest{Code: req.Code, TimeoutMs: timeout.Milliseconds()})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apitype.EvalResponse{Result: res.Result, Error: res.Error, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr})
+}
+
+func fileInfo(i agentproto.FileInfo) apitype.FileInfo {
+	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.MtimeUnix, Target: i.Target}
+}
+
+func (s *Server) putFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	s.put(w, r, sb, r.URL.Query().Get("path"))
+}
+
+// compatPutFile is sandboxd's PUT /sandboxes/{id}/files/{path}: the path is
+// relative to the working directory.
+func (s *Server) compatPutFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	s.put(w, r, sb, r.PathValue("path"))
+}
+
+func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, path string) {
+	var mode uint64
+	if m := r.URL.Query().Get("mode"); m != "" {
+		var err error
+		if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o7777 {
+			s.fail(w, r, fmt.Errorf("%w: mode %q is not an octal permission mode such as 0644", sandbox.ErrInvalid, m))
+			return
+		}
+	}
+	info, err := sb.Put(r.Context(), agentproto.PutRequest{Path: path, Mode: uint32(mode)}, r.Body)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, fileInfo(info))
+}
+
+func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	info, rc, err := sb.Get(r.Context(), r.URL.Query().Get("path"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	defer rc.Close()
+	h := w.Header()
+	h.Set("Content-Type", "application/octet-stream")
+	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	h.Set("X-File-Mode", fmt.Sprintf("%04o", info.Mode))
+	h.Set("Last-Modified", time.Unix(info.MtimeUnix, 0).UTC().Format(http.TimeFormat))
+	w.WriteHeader(http.StatusOK)
+	if n, err := io.Copy(w, rc); err != nil || n != info.Size {
+		// The status is sent; cutting the connection is the only way left
+		// to tell the client the content is incomplete.
+		s.log.Warn("file download cut short", "sandbox", sb.ID(), "path", info.Path, "sent", n, "size", info.Size, "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	q := r.URL.Query()
+	path := q.Get("path")
+	if path == "" {
+		path = agentproto.WorkDir
+	}
+	depth := 1
+	if d := q.Get("depth"); d != "" {
+		var err error
+		if depth, err = strconv.Atoi(d); err != nil || depth < 1 {
+			s.fail(w, r, fmt.Errorf("%w: depth must be a positive integer", sandbox.ErrInvalid))
+			return
+		}
+	}
+	res, err := sb.List(r.Context(), agentproto.ListRequest{Path: path, Depth: depth})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	out := apitype.ListFilesResponse{Entries: make([]apitype.FileInfo, len(res.Entries)), Truncated: res.Truncated}
+	for i, e := range res.Entries {
+		out.Entries[i] = fileInfo(e)
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+func (s *Server) wait(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	var req apitype.WaitRequest
+	if err := decode(w, r, &req, false); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	timeout, err := secs("timeout_secs", req.TimeoutSecs, maxExecTimeout)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	res, err := sb.Wait(r.Context(), agentproto.WaitRequest{Path: req.Path, Text: req.Text, TimeoutMs: timeout.Milliseconds()})
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, apitype.WaitResponse{Found: res.Found, ElapsedMs: res.ElapsedMs})
+}

@@ -1,0 +1,352 @@
+// Package gvisor runs sandboxes under gVisor's runsc: a user-space kernel
+// that needs no hardware virtualisation.
+package gvisor
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/runtime"
+)
+
+// Config configures the runtime.
+type Config struct {
+	Runsc string // path to runsc; default "runsc" in PATH
+	// Dir holds one directory per sandbox (bundle, overlay, logs) and
+	// runsc's own state under Dir/.runsc.
+	Dir    string
+	Logger *slog.Logger
+}
+
+// Runtime is the gVisor backend.
+type Runtime struct {
+	runsc string
+	dir   string
+	root  string // runsc --root
+	log   *slog.Logger
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// callTimeout bounds every runsc invocation: a wedged runsc must not wedge
+// the daemon.
+const callTimeout = 30 * time.Second
+
+// New checks that runsc is usable and prepares the state directories.
+func New(cfg Config) (*Runtime, error) {
+	runsc := cfg.Runsc
+	if runsc == "" {
+		runsc = "runsc"
+	}
+	path, err := exec.LookPath(runsc)
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: runsc not found (%w): run scripts/install-deps.sh or pass --runsc", err)
+	}
+	if !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("gvisor: state dir %q must be absolute", cfg.Dir)
+	}
+	r := &Runtime{runsc: path, dir: cfg.Dir, root: filepath.Join(cfg.Dir, ".runsc"), log: cfg.Logger}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if err := os.MkdirAll(r.root, 0o700); err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	return r, nil
+}
+
+// Name implements runtime.Runtime.
+func (r *Runtime) Name() string { return "gvisor" }
+
+// RunscPath and RunscRoot let tools on the same host run runsc against the
+// same sandboxes (cove bench's baseline).
+func (r *Runtime) RunscPath() string { return r.runsc }
+
+// RunscRoot returns the runsc --root directory.
+func (r *Runtime) RunscRoot() string { return r.root }
+
+// Version implements runtime.Runtime.
+func (r *Runtime) Version(ctx context.Context) string {
+	out, err := r.runscCmd(ctx, "--version")
+	if err != nil {
+		return "unknown"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line
+}
+
+func (r *Runtime) sandboxDir(id string) string { return filepath.Join(r.dir, id) }
+
+// Start implements runtime.Runtime.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
+	if !validID(spec.ID) {
+		return fmt.Errorf("gvisor: invalid sandbox id %q", spec.ID)
+	}
+	dir := r.sandboxDir(spec.ID)
+	// The directory comes first: it is what List finds, so a crash at any
+	// later step still leaves something the next daemon will reap.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			// Clean up with a fresh context: ctx may be what failed.
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			defer cancel()
+			if derr := r.Destroy(cctx, spec.ID); derr != nil {
+				r.log.Warn("cleanup after failed start", "id", spec.ID, "err", derr)
+			}
+		}
+	}()
+	if err := setupNetns(ctx, spec.ID); err != nil {
+		return fmt.Errorf("gvisor: network: %w", err)
+	}
+	bundle := filepath.Join(dir, "bundle")
+	overlay := filepath.Join(dir, "overlay")
+	for _, d := range []string{bundle, overlay} {
+		if err := os.Mkdir(d, 0o700); err != nil {
+			return fmt.Errorf("gvisor: %w", err)
+		}
+	}
+	b, err := json.MarshalIndent(ociSpec(spec), "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(filepath.Join(bundle, "config.json"), b, 0o600); err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	console, err := os.OpenFile(filepath.Join(dir, "console.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return fmt.Errorf("gvisor: %w", err)
+	}
+	defer console.Close()
+
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	args := append(r.globalFlags(spec.ID),
+		"--overlay2=root:dir="+overlay,
+		"run", "--detach", "--bundle", bundle, spec.ID)
+	cmd := exec.CommandContext(ctx, r.runsc, args...)
+	// The sandbox inherits these as the agent's stdout and stderr and
+	// outlives this call; runsc's own errors are in the log file.
+	cmd.Stdout, cmd.Stderr = console, console
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("gvisor: runsc run: %w: %s", err, r.tail(spec.ID))
+	}
+	return nil
+}
+
+// globalFlags are the runsc flags every call for a sandbox shares.
+func (r *Runtime) globalFlags(id string) []string {
+	return []string{
+		"--root", r.root,
+		"--platform", "systrap",
+		"--network", "sandbox",
+		"--log", filepath.Join(r.sandboxDir(id), "runsc.log"),
+		"--cpu-num-from-quota",
+	}
+}
+
+// tail returns the end of a sandbox's runsc log, for error messages.
+func (r *Runtime) tail(id string) string {
+	b, _ := os.ReadFile(filepath.Join(r.sandboxDir(id), "runsc.log"))
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return string(bytes.TrimSpace(b))
+}
+
+// Dial implements runtime.Runtime.
+func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
+	if !validID(id) {
+		return nil, runtime.ErrNotFound
+	}
+	if _, err := os.Stat(filepath.Join(netnsDir, hostNetns(id))); err != nil {
+		return nil, fmt.Errorf("gvisor: sandbox %s: %w", id, runtime.ErrNotFound)
+	}
+	return dialInNetns(ctx, hostNetns(id), net.JoinHostPort(guestIP, strconv.Itoa(agentproto.Port)))
+}
+
+// Destroy implements runtime.Runtime.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if !validID(id) {
+		return nil
+	}
+	var errs []error
+	// Kill first so delete has nothing to wait for; both fail harmlessly
+	// when runsc never got as far as creating the sandbox.
+	r.runscCmd(ctx, append(r.globalFlags(id), "kill", id, "KILL")...)
+	if out, err := r.runscCmd(ctx, append(r.globalFlags(id), "delete", "--force", id)...); err != nil &&
+		!bytes.Contains(out, []byte("does not exist")) && !bytes.Contains(out, []byte("not found")) {
+		r.log.Debug("runsc delete", "id", id, "err", err, "out", string(bytes.TrimSpace(out)))
+	}
+	// Whatever runsc missed (a wedged sandbox, a crash mid-create) is found
+	// by its command line and killed.
+	killStragglers(r.root, id)
+	if err := teardownNetns(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
+	dir := r.sandboxDir(id)
+	unmountUnder(dir)
+	unmountUnder(filepath.Join(r.root, id))
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	os.RemoveAll(filepath.Join(r.root, id))
+	return errors.Join(errs...)
+}
+
+// List implements runtime.Runtime.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(r.dir)
+	if err != nil {
+		return nil, fmt.Errorf("gvisor: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && validID(e.Name()) && !seen[e.Name()] {
+			seen[e.Name()] = true
+			ids = append(ids, e.Name())
+		}
+	}
+	// runsc state without a directory: a sandbox whose directory was lost.
+	if ents, err := os.ReadDir(r.root); err == nil {
+		for _, e := range ents {
+			id := strings.TrimSuffix(e.Name(), ".state")
+			if validID(id) && id != nullNetns && !seen[id] {
+				seen[id] = true
+				ids = append(ids, id)
+			}
+		}
+	}
+	return ids, nil
+}
+
+// nullNetns is a namespace mount runsc keeps in its root for all sandboxes.
+const nullNetns = "null-netns"
+
+// Close releases what the runtime holds beyond its sandboxes, which keep
+// running so that the next daemon can re-attach to them.
+func (r *Runtime) Close() error {
+	unmountUnder(filepath.Join(r.root, nullNetns))
+	return nil
+}
+
+func (r *Runtime) runscCmd(ctx context.Context, args ...string) ([]byte, error) {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, r.runsc, args...)
+	cmd.WaitDelay = time.Second
+	return cmd.CombinedOutput()
+}
+
+// validID accepts the ids the sandbox service makes: they name directories
+// and namespaces, so nothing else may pass.
+func validID(id string) bool {
+	if id == "" || len(id) > 40 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// killStragglers SIGKILLs every process whose command line names runsc's
+// root and the sandbox id: the sandbox, gofer and any runsc call for it.
+func killStragglers(root, id string) {
+	procs, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
+		if err != nil {
+			continue
+		}
+		args := strings.Split(string(cmdline), "\x00")
+		if containsArg(args, root) && containsID(args, id) {
+			unix.Kill(pid, unix.SIGKILL)
+		}
+	}
+}
+
+func containsArg(args []string, s string) bool {
+	for _, a := range args {
+		if a == s || strings.HasSuffix(a, "="+s) {
+			return true
+		}
+	}
+	return false
+}
+
+func containsID(args []string, id string) bool {
+	for _, a := range args {
+		if a == id || strings.Contains(a, "/"+id+"/") || strings.HasSuffix(a, "/"+id) {
+			return true
+		}
+	}
+	return false
+}
+
+// unmountUnder lazily unmounts every mount at or below dir, deepest first.
+func unmountUnder(dir string) {
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	if err != nil {
+		return
+	}
+	var mounts []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) < 5 {
+			continue
+		}
+		mp := unescapeMount(f[4])
+		if mp == dir || strings.HasPrefix(mp, dir+"/") {
+			mounts = append(mounts, mp)
+		}
+	}
+	for i := len(mounts) - 1; i >= 0; i-- {
+		unix.Unmount(mounts[i], unix.MNT_DETACH)
+	}
+}
+
+func unescapeMount(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(n))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+

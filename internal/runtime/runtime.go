@@ -1,0 +1,45 @@
+// Package runtime defines what the sandbox service needs from an isolation
+// backend. Each backend (gvisor, later qemu) lives in its own package.
+//
+// A Runtime is keyed by sandbox id and keeps everything it needs on disk, so
+// that a restarted daemon can reach, or tear down, what an earlier one made.
+package runtime
+
+import (
+	"context"
+	"errors"
+	"net"
+)
+
+// ErrNotFound is returned for a sandbox the runtime holds nothing for.
+var ErrNotFound = errors.New("runtime: sandbox not found")
+
+// Spec says what to start.
+type Spec struct {
+	ID        string   // sandbox id; names every resource the runtime makes
+	Rootfs    string   // the image's root filesystem, shared and never written
+	CPUs      int      // vCPUs
+	MemoryMiB int      // memory limit
+	Hostname  string   // the guest's hostname
+	Env       []string // extra KEY=VALUE for the agent
+}
+
+// Runtime starts, reaches and destroys sandboxes.
+type Runtime interface {
+	// Name is the backend's name, e.g. "gvisor".
+	Name() string
+	// Version describes the backend's own version, for cove info.
+	Version(ctx context.Context) string
+	// Start boots a sandbox with the agent as its first process. It returns
+	// once the sandbox runs; the agent may still be starting. On error
+	// nothing is left behind.
+	Start(ctx context.Context, spec Spec) error
+	// Dial opens a byte stream to the agent of a running sandbox.
+	Dial(ctx context.Context, id string) (net.Conn, error)
+	// Destroy kills the sandbox and everything in it and releases every
+	// resource it held. It is idempotent and succeeds for unknown ids.
+	Destroy(ctx context.Context, id string) error
+	// List returns the ids of every sandbox the runtime holds resources for,
+	// including half-made ones, so the daemon can reap what it does not know.
+	List(ctx context.Context) ([]string, error)
+}

@@ -1,0 +1,137 @@
+// Package store keeps cove's durable state in SQLite (the pure-Go
+// modernc.org/sqlite driver, so the binary needs no cgo): what sandboxes
+// exist, their expiry and token hashes. The daemon rebuilds everything else
+// from it after a restart.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	_ "modernc.org/sqlite" // registers the "sqlite" driver
+)
+
+// ErrNotFound is returned for a record that does not exist.
+var ErrNotFound = errors.New("not found")
+
+// Store is the daemon's database.
+type Store struct {
+	db *sql.DB
+}
+
+// Sandbox is one sandbox's durable record.
+type Sandbox struct {
+	ID          string
+	Status      string
+	Backend     string
+	Image       string // image id
+	SnapshotTag string
+	CPUs        int
+	MemoryMiB   int
+	TokenHash   string // hex sha256 of the sandbox token
+	CreatedAt   time.Time
+	ExpiresAt   time.Time
+}
+
+const schema = `
+CREATE TABLE IF NOT EXISTS sandboxes (
+	id           TEXT PRIMARY KEY,
+	status       TEXT NOT NULL,
+	backend      TEXT NOT NULL,
+	image        TEXT NOT NULL,
+	snapshot_tag TEXT NOT NULL DEFAULT '',
+	cpus         INTEGER NOT NULL,
+	memory_mib   INTEGER NOT NULL,
+	token_hash   TEXT NOT NULL,
+	created_at   INTEGER NOT NULL,
+	expires_at   INTEGER NOT NULL
+);
+`
+
+// Open opens (creating if needed) the database at path.
+func Open(ctx context.Context, path string) (*Store, error) {
+	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
+	db, err := sql.Open("sqlite", dsn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open %s: %w", path, err)
+	}
+	// One writer at a time is all SQLite allows; a single connection keeps
+	// writers from spinning on SQLITE_BUSY.
+	db.SetMaxOpenConns(1)
+	if _, err := db.ExecContext(ctx, schema); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: create schema: %w", err)
+	}
+	return &Store{db: db}, nil
+}
+
+// Close closes the database.
+func (s *Store) Close() error { return s.db.Close() }
+
+// PutSandbox inserts or replaces a sandbox record.
+func (s *Store) PutSandbox(ctx context.Context, sb Sandbox) error {
+	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes
+		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
+		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
+	}
+	return nil
+}
+
+// SetStatus changes a sandbox's status.
+func (s *Store) SetStatus(ctx context.Context, id, status string) error {
+	return s.update(ctx, id, `UPDATE sandboxes SET status = ? WHERE id = ?`, status, id)
+}
+
+// SetExpiry changes when a sandbox expires.
+func (s *Store) SetExpiry(ctx context.Context, id string, t time.Time) error {
+	return s.update(ctx, id, `UPDATE sandboxes SET expires_at = ? WHERE id = ?`, t.UnixMilli(), id)
+}
+
+func (s *Store) update(ctx context.Context, id, q string, args ...any) error {
+	res, err := s.db.ExecContext(ctx, q, args...)
+	if err != nil {
+		return fmt.Errorf("store: update sandbox %s: %w", id, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: sandbox %s: %w", id, ErrNotFound)
+	}
+	return nil
+}
+
+// DeleteSandbox removes a sandbox record. Deleting a missing one is not an error.
+func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM sandboxes WHERE id = ?`, id); err != nil {
+		return fmt.Errorf("store: delete sandbox %s: %w", id, err)
+	}
+	return nil
+}
+
+// Sandboxes returns every sandbox record, oldest first.
+func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT id, status, backend, image, snapshot_tag, cpus, memory_mib,
+		token_hash, created_at, expires_at FROM sandboxes ORDER BY created_at, id`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list sandboxes: %w", err)
+	}
+	defer rows.Close()
+	var out []Sandbox
+	for rows.Next() {
+		var sb Sandbox
+		var created, expires int64
+		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
+			&sb.MemoryMiB, &sb.TokenHash, &created, &expires); err != nil {
+			return nil, fmt.Errorf("store: scan sandbox: %w", err)
+		}
+		sb.CreatedAt = time.UnixMilli(created)
+		sb.ExpiresAt = time.UnixMilli(expires)
+		out = append(out, sb)
+	}
+	return out, rows.Err()
+}

@@ -1,0 +1,53 @@
+package store
+
+import (
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+)
+
+func TestSandboxRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cove.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(time.Now().UnixMilli())
+	want := Sandbox{ID: "sb-1", Status: "running", Backend: "gvisor", Image: "default-abc", CPUs: 1,
+		MemoryMiB: 512, TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
+	if err := s.PutSandbox(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	later := now.Add(time.Hour)
+	if err := s.SetExpiry(ctx, "sb-1", later); err != nil {
+		t.Fatal(err)
+	}
+	want.ExpiresAt = later
+	if err := s.SetStatus(ctx, "missing", "x"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetStatus(missing) = %v, want ErrNotFound", err)
+	}
+	s.Close()
+
+	// Reopen: the record survives.
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	got, err := s.Sandboxes(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != want {
+		t.Fatalf("Sandboxes = %+v, want [%+v]", got, want)
+	}
+	if err := s.DeleteSandbox(ctx, "sb-1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Sandboxes(ctx); len(got) != 0 {
+		t.Fatalf("after delete: %+v", got)
+	}
+}

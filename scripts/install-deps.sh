@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# install-deps.sh installs what the cove daemon needs on a Debian 12 host:
+# the Debian packages it shells out to and a pinned, static runsc.
+#
+# Idempotent and quick when everything is in place: apt is only consulted
+# when a package is missing, and runsc is built once per pinned version
+# into /var/cache/cove/runsc/<version>/runsc.
+set -euo pipefail
+
+# Pinned gVisor. Debian's runsc (2022) lacks systrap and hangs on
+# checkpoint --leave-running; @latest resolves to a moving branch.
+RUNSC_VERSION="${RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}"
+RUNSC_CACHE="${RUNSC_CACHE:-/var/cache/cove/runsc}"
+RUNSC_DEST="${RUNSC_DEST:-/usr/local/bin/runsc}"
+APT_PACKAGES=(debootstrap iproute2 nftables ca-certificates)
+
+log() { printf 'install-deps: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+[[ $(id -u) -eq 0 ]] || die "must run as root"
+
+# --- Debian packages -------------------------------------------------------
+
+installed() {
+	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+}
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+	installed "$p" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+	log "installing ${missing[*]}"
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update
+	apt-get install -y --no-install-recommends "${missing[@]}"
+else
+	log "packages present: ${APT_PACKAGES[*]}"
+fi
+
+# --- runsc -----------------------------------------------------------------
+
+find_go() {
+	if command -v go >/dev/null 2>&1; then
+		command -v go
+	elif [[ -x /usr/local/go/bin/go ]]; then
+		echo /usr/local/go/bin/go
+	else
+		return 1
+	fi
+}
+
+cached="$RUNSC_CACHE/$RUNSC_VERSION/runsc"
+if [[ -x $cached ]]; then
+	log "runsc $RUNSC_VERSION cached at $cached"
+else
+	GO=$(find_go) || die "go not found (looked in PATH and /usr/local/go/bin)"
+	gobin=$(mktemp -d)
+	trap 'rm -rf "$gobin"' EXIT
+	log "building runsc $RUNSC_VERSION with $("$GO" version) (takes 1-2 minutes)"
+	start=$SECONDS
+	# Static on purpose: a cgo runsc fails at sandbox start because the
+	# sandbox has no ELF interpreter. Build from / so no go.mod nearby
+	# (or GOFLAGS like -mod=vendor) interferes.
+	(cd / && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS= "$GO" install -ldflags='-s -w' \
+		"gvisor.dev/gvisor/runsc@$RUNSC_VERSION")
+	log "built runsc in $((SECONDS - start))s"
+	mkdir -p "$RUNSC_CACHE/$RUNSC_VERSION"
+	# Rename into place so an interrupted run never leaves a partial binary
+	# that a later run would trust.
+	install -m 0755 "$gobin/runsc" "$cached.tmp"
+	mv -f "$cached.tmp" "$cached"
+fi
+
+if [[ -f $RUNSC_DEST ]] && cmp -s "$cached" "$RUNSC_DEST"; then
+	log "$RUNSC_DEST is up to date"
+else
+	log "installing $cached as $RUNSC_DEST"
+	mkdir -p "$(dirname "$RUNSC_DEST")"
+	# Copy beside and rename: replacing a running binary in place fails
+	# with ETXTBSY, and a rename is atomic for concurrent callers.
+	install -m 0755 "$cached" "$RUNSC_DEST.tmp.$$"
+	mv -f "$RUNSC_DEST.tmp.$$" "$RUNSC_DEST"
+fi
+
+log "runsc: $("$RUNSC_DEST" --version 2>/dev/null | head -n1 || echo unknown)"
