@@ -145,7 +145,7 @@ func runBench(ctx context.Context, args []string) error {
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("failed: %s (see the error column)", strings.Join(failed, ", "))
+		return fmt.Errorf("failed: %s", strings.Join(failed, ", "))
 	}
 	return nil
 }
@@ -573,9 +573,12 @@ func printBenchTable(w io.Writer, rep benchReport) error {
 		rep.Machine.CPU, rep.Machine.NProc, rep.Machine.MemTotalMiB, rep.Machine.Kernel, rep.Backend, rep.RuntimeVersion)
 	tw := newTable(w)
 	fmt.Fprintln(tw, "METRIC\tP50\tP99\tN\tBASELINE (P50 / P99)\tTARGET")
+	var errs []string
 	for _, r := range rep.Results {
 		if r.Error != "" {
-			fmt.Fprintf(tw, "%s\terror: %s\t\t\t\t\n", r.Name, r.Error)
+			// Errors are long; they go below the table.
+			fmt.Fprintf(tw, "%s\tfailed\t-\t-\t-\t-\n", r.Name)
+			errs = append(errs, r.Name+": "+r.Error)
 			continue
 		}
 		bl := "-"
@@ -589,7 +592,13 @@ func printBenchTable(w io.Writer, rep benchReport) error {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%s\t%s\n",
 			r.Name, fmtValue(r.P50, r.Unit), fmtValue(r.P99, r.Unit), r.N, bl, target)
 	}
-	return tw.Flush()
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if len(errs) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(errs, "\n"))
+	}
+	return nil
 }
 
 // machineInfo describes this host from /proc; fields it can't read stay

@@ -139,7 +139,7 @@ func TestBenchReportJSON(t *testing.T) {
 	if err := printBenchTable(&out, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"METRIC", "runsc exec 4.00 ms / 5.00 ms", "error: boom"} {
+	for _, want := range []string{"METRIC", "runsc exec 4.00 ms / 5.00 ms", "create: boom"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table lacks %q:\n%s", want, out.String())
 		}

@@ -65,9 +65,9 @@ func (c *common) addSandboxToken(fs *flag.FlagSet) {
 
 // parseArgs parses flags wherever they appear among args, so that
 // `cove kill ID --json` works, and returns the positional arguments. "--"
-// ends flag parsing. Once maxPos positional arguments are collected (maxPos < 0:
-// no limit), the next positional argument also ends flag parsing, so that
-// in `cove exec ID ls -la` the "-la" belongs to ls.
+// ends flag parsing. Once maxPos positional arguments are collected
+// (maxPos < 0: never), the next positional argument also ends flag
+// parsing, so that in `cove exec ID ls -la` the "-la" belongs to ls.
 func parseArgs(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
 	var pos []string
 	for {
@@ -201,7 +201,7 @@ func explain(err error, daemonURL string) error {
 // noSuchSandbox adds a hint to a not-found error about a sandbox.
 func noSuchSandbox(err error, id string) error {
 	if errors.Is(err, client.ErrNotFound) {
-		return fmt.Errorf("sandbox %s: %w\n  hint: it may have expired or been killed; see `cove ls`", id, err)
+		return fmt.Errorf("%w\n  hint: sandbox %s may have expired or been killed; `cove ls` lists those alive", err, id)
 	}
 	return err
 }

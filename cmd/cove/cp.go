@@ -150,13 +150,20 @@ func runCp(ctx context.Context, args []string) error {
 
 func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpResult, error) {
 	var (
-		r    io.Reader   = os.Stdin
-		size int64       = -1
-		mode fs.FileMode = 0o644
+		f    = os.Stdin
+		size = int64(-1)
+		mode = fs.FileMode(0o644)
 	)
-	if a.local != "-" {
-		f, err := os.Open(a.local)
-		if err != nil {
+	if a.local == "-" {
+		// Stdin redirected from a file has a known size.
+		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+			if off, err := f.Seek(0, io.SeekCurrent); err == nil {
+				size = fi.Size() - off
+			}
+		}
+	} else {
+		var err error
+		if f, err = os.Open(a.local); err != nil {
 			return cpResult{}, err
 		}
 		defer f.Close()
@@ -170,11 +177,11 @@ func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpRes
 		if fi.Mode().IsRegular() {
 			size = fi.Size()
 		}
-		r, mode = f, fi.Mode().Perm()
+		mode = fi.Mode().Perm()
 	}
 	m := newMeter(size)
 	stop := m.draw(ctx, os.Stderr)
-	fi, err := cl.PutFile(ctx, a.id, tok, a.remote, mode, m.reader(r), size)
+	fi, err := cl.PutFile(ctx, a.id, tok, a.remote, mode, m.reader(f), size)
 	stop()
 	if err != nil {
 		return cpResult{}, notFoundIn(ctx, cl, err, a.id)

@@ -93,7 +93,6 @@ func runExec(ctx context.Context, args []string) error {
 	if res.TimedOut {
 		fmt.Fprintf(os.Stderr, "cove exec: command timed out after %v\n", *timeout)
 		code = 124 // as timeout(1) does
-
 	}
 	if code != 0 {
 		if code < 0 || code > 255 {

@@ -28,9 +28,12 @@ func runKill(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	if *all == (len(ids) > 0) {
-		fs.Usage()
+	switch {
+	case *all && len(ids) > 0:
 		return errors.New("give sandbox IDs or --all, not both")
+	case !*all && len(ids) == 0:
+		fs.Usage()
+		return errors.New("give sandbox IDs, or --all")
 	}
 	cl, daemon, err := c.client()
 	if err != nil {

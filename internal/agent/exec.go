@@ -5,9 +5,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"os/exec"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -17,7 +19,8 @@ import (
 
 // pipeGrace is how long Exec waits, once the command has exited, for the
 // output pipes to close. A background child (`server &`) keeps them open
-// for as long as it runs; the call must not wait for it.
+// for as long as it runs; the call must not wait for it, and the child must
+// not die of SIGPIPE either, so its output is drained and dropped after.
 const pipeGrace = 250 * time.Millisecond
 
 // errExecTimeout is the cause of an exec context that ended by the
@@ -73,24 +76,34 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	if req.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
-	cmd.Stdout = &stdout
-	cmd.Stderr = &stderr
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	cmd.Cancel = func() error {
 		killed.Store(true)
 		return killGroup(cmd.Process.Pid)
 	}
-	cmd.WaitDelay = pipeGrace
-
+	drained, err := captureOutput(cmd, &stdout, &stderr)
+	if err != nil {
+		return res, fmt.Errorf("exec %s: %w", argv[0], err)
+	}
 	if err := cmd.Start(); err != nil {
+		closeFiles(cmd.Stdout, cmd.Stderr)
 		if res, ok := startFailure(argv[0], err, start); ok {
 			return res, nil
 		}
 		return res, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
+	// Only the command (and its children) may hold the write ends now, so
+	// the readers see EOF when the last of them exits.
+	closeFiles(cmd.Stdout, cmd.Stderr)
 	// Wait's error is not needed: the process state says how the command
-	// ended, and a pipe cut short after pipeGrace is expected.
+	// ended.
 	_ = cmd.Wait()
+	select {
+	case <-drained:
+	case <-time.After(pipeGrace):
+	}
+	stdout.freeze()
+	stderr.freeze()
 
 	// Each stream may take twice MaxOutput once escaped: see jsonFit.
 	outStr, outCut := jsonFit(stdout.String(), 2*agentproto.MaxOutput)
@@ -191,15 +204,72 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
+// captureOutput connects the command's stdout and stderr to pipes whose
+// readers copy into out and errOut. The returned channel closes once both
+// pipes reach EOF, which may be long after the command exits.
+func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (<-chan struct{}, error) {
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		return nil, err
+	}
+	errR, errW, err := os.Pipe()
+	if err != nil {
+		outR.Close()
+		outW.Close()
+		return nil, err
+	}
+	cmd.Stdout, cmd.Stderr = outW, errW
+	drained := make(chan struct{})
+	var wg sync.WaitGroup
+	for _, p := range []struct {
+		r   *os.File
+		dst *capBuffer
+	}{{outR, out}, {errR, errOut}} {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer p.r.Close()
+			io.Copy(p.dst, p.r)
+		}()
+	}
+	go func() {
+		wg.Wait()
+		close(drained)
+	}()
+	return drained, nil
+}
+
+func closeFiles(ws ...io.Writer) {
+	for _, w := range ws {
+		if f, ok := w.(*os.File); ok {
+			f.Close()
+		}
+	}
+}
+
 // capBuffer keeps the first agentproto.MaxOutput bytes written to it and
 // swallows the rest, so that a chatty command never sees a write fail.
+// After freeze it swallows everything: the result has been taken.
 type capBuffer struct {
+	mu        sync.Mutex
 	buf       bytes.Buffer
 	truncated bool
+	frozen    bool
+}
+
+func (b *capBuffer) freeze() {
+	b.mu.Lock()
+	b.frozen = true
+	b.mu.Unlock()
 }
 
 func (b *capBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	n := len(p)
+	if b.frozen {
+		return n, nil
+	}
 	if room := agentproto.MaxOutput - b.buf.Len(); len(p) > room {
 		p = p[:max(room, 0)]
 		b.truncated = true
@@ -208,4 +278,8 @@ func (b *capBuffer) Write(p []byte) (int, error) {
 	return n, nil
 }
 
-func (b *capBuffer) String() string { return b.buf.String() }
+func (b *capBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}

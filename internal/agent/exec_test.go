@@ -169,6 +169,25 @@ func TestExecBackgroundChild(t *testing.T) {
 	processGone(t, pid)
 }
 
+// A background child that keeps writing to the inherited stdout after the
+// call returned must not be killed by SIGPIPE.
+func TestExecBackgroundChildKeepsWriting(t *testing.T) {
+	e := newTestEnv(t)
+	r, err := e.c.Exec(testCtx(t), agentproto.ExecRequest{Shell: "(sleep 0.6; echo late; echo late >&2; sleep 0.2; touch alive) & echo started"})
+	if err != nil || r.Stdout != "started\n" {
+		t.Fatalf("exec = %+v, %v", r, err)
+	}
+	alive := filepath.Join(e.dir, "alive")
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		if _, err := os.Stat(alive); err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the background child died writing to its stdout after the call returned")
+		}
+	}
+}
+
 func TestExecTruncated(t *testing.T) {
 	e := newTestEnv(t)
 	tests := []struct {
