@@ -42,6 +42,8 @@ func runServe(ctx context.Context, args []string) error {
 		defaultMem   = fs.Int("default-memory-mib", 512, "memory of a sandbox that asks for none")
 		maxMem       = fs.Int("max-memory-mib", 8192, "most memory a sandbox may ask for")
 		maxSandboxes = fs.Int("max-sandboxes", 500, "most sandboxes alive at once")
+		poolSize     = fs.Int("pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
+		poolMem      = fs.Int("pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -98,6 +100,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: *defaultImage, Limits: limits, Logger: log,
+		SnapshotDir: filepath.Join(stateDir2, "snapshots"), DefaultPoolSize: *poolSize, PoolMemoryMiB: *poolMem,
 	})
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("recover state: %w", err)

@@ -202,3 +202,11 @@ func (a *Agent) dropInterp(p *interp) {
 	}
 	a.mu.Unlock()
 }
+
+// Restored implements agentproto.Handler: after a restore the sandbox has
+// a new identity (the runtime set its hostname), and every clone of one
+// snapshot starts with the same interpreter state, so reseed it.
+func (a *Agent) Restored(ctx context.Context, req agentproto.RestoredRequest) error {
+	a.log.Info("restored from a snapshot", "sandbox", req.SandboxID)
+	return a.Reseed(ctx)
+}

@@ -128,6 +128,16 @@ func (c *Client) Wait(ctx context.Context, req WaitRequest) (WaitResult, error) 
 	return r, err
 }
 
+// Warm starts the eval interpreter.
+func (c *Client) Warm(ctx context.Context) error {
+	return c.call(ctx, OpWarm, struct{}{}, nil)
+}
+
+// Restored gives a restored sandbox's agent its new identity.
+func (c *Client) Restored(ctx context.Context, req RestoredRequest) error {
+	return c.call(ctx, OpRestored, req, nil)
+}
+
 // Put writes the content read from r to a file, atomically.
 func (c *Client) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo, error) {
 	var info FileInfo

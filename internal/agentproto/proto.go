@@ -37,6 +37,13 @@ const (
 	OpGet  = "get"
 	OpList = "list"
 	OpWait = "wait"
+	// OpWarm starts the eval interpreter ahead of the first eval, so that a
+	// snapshot carries it warm.
+	OpWarm = "warm"
+	// OpRestored tells the agent it now runs in a sandbox restored from a
+	// snapshot: it takes the new identity and reseeds what clones would
+	// otherwise share.
+	OpRestored = "restored"
 )
 
 // Header opens every stream.
@@ -199,6 +206,11 @@ type WaitRequest struct {
 type WaitResult struct {
 	Found     bool  `json:"found"`
 	ElapsedMs int64 `json:"elapsed_ms"`
+}
+
+// RestoredRequest carries a restored sandbox's new identity.
+type RestoredRequest struct {
+	SandboxID string `json:"sandbox_id"`
 }
 
 // DefaultWaitTimeout applies when WaitRequest.TimeoutMs is 0.

@@ -22,6 +22,8 @@ type Handler interface {
 	Get(ctx context.Context, req GetRequest) (FileInfo, io.ReadCloser, error)
 	List(ctx context.Context, req ListRequest) (ListResult, error)
 	Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
+	Warm(ctx context.Context) error
+	Restored(ctx context.Context, req RestoredRequest) error
 }
 
 // Serve accepts connections from l and serves each with h until ctx is done
@@ -124,6 +126,15 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 		if err = decode(&req); err == nil {
 			watch()
 			out, err = h.Wait(ctx, req)
+		}
+	case OpWarm:
+		watch()
+		out, err = struct{}{}, h.Warm(ctx)
+	case OpRestored:
+		var req RestoredRequest
+		if err = decode(&req); err == nil {
+			watch()
+			out, err = struct{}{}, h.Restored(ctx, req)
 		}
 	case OpPut:
 		var req PutRequest

@@ -63,6 +63,14 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.auth(s.deleteSandbox))
 	m.HandleFunc("POST /v1/sandboxes/{id}/extend", s.auth(s.extend))
 
+	m.HandleFunc("POST /v1/sandboxes/{id}/branch", s.auth(s.branch(true)))
+	m.HandleFunc("POST /v1/sandboxes/{id}/snapshot", s.auth(s.branch(false)))
+
+	m.HandleFunc("POST /v1/snapshots", s.auth(s.createSnapshot))
+	m.HandleFunc("GET /v1/snapshots", s.auth(s.listSnapshots))
+	m.HandleFunc("GET /v1/snapshots/{tag}", s.auth(s.getSnapshot))
+	m.HandleFunc("DELETE /v1/snapshots/{tag}", s.auth(s.deleteSnapshot))
+
 	m.HandleFunc("POST /v1/sandboxes/{id}/ping", s.data(s.ping))
 	m.HandleFunc("POST /v1/sandboxes/{id}/exec", s.data(s.exec))
 	m.HandleFunc("POST /v1/sandboxes/{id}/eval", s.data(s.eval))
@@ -153,6 +161,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusNotFound, apitype.CodeNotFound
 	case errors.Is(err, sandbox.ErrForbidden):
 		status, code = http.StatusForbidden, apitype.CodeForbidden
+	case errors.Is(err, sandbox.ErrConflict):
+		status, code = http.StatusConflict, apitype.CodeConflict
 	case errors.Is(err, sandbox.ErrLimit):
 		status, code = http.StatusTooManyRequests, apitype.CodeLimit
 	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):

@@ -41,6 +41,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		{"cove_sandboxes_expired_total", "Sandboxes destroyed at expiry.", st.Expired.Load()},
 		{"cove_create_failures_total", "Create calls that failed.", st.Failures.Load()},
 		{"cove_execs_total", "Commands run.", st.Execs.Load()},
+		{"cove_pool_hits_total", "Sandboxes handed out from a warm pool.", st.PoolHits.Load()},
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
 	}
@@ -70,7 +71,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) ([]sandbox.Info,
 	}
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: time.Duration(req.TTLSecs) * time.Second,
-		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, Prewarm: req.Prewarm,
 	})
 	if err != nil {
 		s.fail(w, r, err)

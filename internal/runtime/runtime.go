@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"time"
 )
 
 // ErrNotFound is returned for a sandbox the runtime holds nothing for.
@@ -39,6 +40,14 @@ type Runtime interface {
 	// Destroy kills the sandbox and everything in it and releases every
 	// resource it held. It is idempotent and succeeds for unknown ids.
 	Destroy(ctx context.Context, id string) error
+	// Checkpoint saves a running sandbox's whole state (memory, processes,
+	// filesystem changes) into the directory image. With leaveRunning the
+	// sandbox goes on afterwards; otherwise it stops. It returns how long
+	// the sandbox was paused.
+	Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error)
+	// Restore starts a new sandbox, spec.ID, from a checkpoint. spec.Rootfs
+	// must be the image the checkpointed sandbox ran on.
+	Restore(ctx context.Context, spec Spec, image string) error
 	// List returns the ids of every sandbox the runtime holds resources for,
 	// including half-made ones, so the daemon can reap what it does not know.
 	List(ctx context.Context) ([]string, error)

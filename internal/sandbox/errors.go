@@ -19,3 +19,7 @@ var (
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
+
+// ErrConflict reports a request that clashes with existing state: a tag
+// already taken, a snapshot still in use.
+var ErrConflict = errors.New("conflict")

@@ -11,6 +11,9 @@ import (
 // the runtime holds that no record names is destroyed too. It then starts
 // the reaper.
 func (s *Service) Recover(ctx context.Context) error {
+	if err := s.recoverSnapshots(ctx); err != nil {
+		return err
+	}
 	recs, err := s.cfg.Store.Sandboxes(ctx)
 	if err != nil {
 		return err
@@ -52,7 +55,13 @@ func (s *Service) Recover(ctx context.Context) error {
 	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	s.stopReaper = cancel
 	s.reaperDone = make(chan struct{})
+	s.poolDone = make(chan struct{})
 	go s.reap(rctx)
+	go func() {
+		defer close(s.poolDone)
+		s.fillPools(rctx)
+	}()
+	s.kickPool()
 	return nil
 }
 
@@ -93,13 +102,18 @@ func (s *Service) expiredBoxes(now time.Time) []*box {
 	return out
 }
 
-// Close stops the reaper and drops agent connections. Sandboxes keep
-// running; the next daemon re-attaches to them.
+// Close stops the reaper and the pool filler, destroys pooled sandboxes
+// and drops agent connections. Sandboxes in use keep running; the next
+// daemon re-attaches to them.
 func (s *Service) Close() {
 	if s.stopReaper != nil {
 		s.stopReaper()
 		<-s.reaperDone
+		<-s.poolDone
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	s.drainPools(ctx)
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for _, b := range s.boxes {
@@ -109,13 +123,5 @@ func (s *Service) Close() {
 			b.agent = nil
 		}
 		b.mu.Unlock()
-	}
-}
-
-// DestroyAll destroys every sandbox, for a shutdown that should leave
-// nothing behind.
-func (s *Service) DestroyAll(ctx context.Context) {
-	for _, info := range s.List() {
-		s.Delete(ctx, info.ID)
 	}
 }

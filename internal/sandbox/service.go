@@ -28,6 +28,7 @@ const (
 	StatusCreating = "creating"
 	StatusRunning  = "running"
 	StatusStopping = "stopping"
+	StatusPooled   = "pooled"
 )
 
 // Images resolves an image name or id to a root filesystem.
@@ -64,6 +65,14 @@ type Config struct {
 	StartTimeout time.Duration
 	// StartParallelism bounds concurrent starts within one create call.
 	StartParallelism int
+	// SnapshotDir holds one checkpoint directory per snapshot.
+	SnapshotDir string
+	// DefaultPoolSize is how many ready sandboxes a built snapshot keeps
+	// restored when its creator does not say.
+	DefaultPoolSize int
+	// PoolMemoryMiB bounds the memory (as configured limits) of all pooled
+	// sandboxes together.
+	PoolMemoryMiB int
 }
 
 // Service manages sandboxes.
@@ -71,14 +80,17 @@ type Service struct {
 	cfg Config
 	log *slog.Logger
 
-	mu       sync.Mutex
-	boxes    map[string]*box
-	reserved int // slots held by creates in progress
+	mu        sync.Mutex
+	boxes     map[string]*box
+	reserved  int              // slots held by creates in progress
+	snapshots map[string]*snap // by tag
+	poolKick  chan struct{}
 
 	stats Stats
 
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
+	poolDone   chan struct{}
 }
 
 // Stats are counters for /metrics.
@@ -88,13 +100,16 @@ type Stats struct {
 	Expired   atomic.Int64
 	Execs     atomic.Int64
 	Failures  atomic.Int64 // failed creates
+	PoolHits  atomic.Int64 // sandboxes handed out from a warm pool
 }
 
 // box is a live sandbox.
 type box struct {
-	mu    sync.Mutex // guards rec.ExpiresAt and agent
+	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status and agent
 	rec   store.Sandbox
 	agent *agentproto.Client
+	// ckptMu serialises checkpoints of this sandbox.
+	ckptMu sync.Mutex
 }
 
 // Info describes a sandbox. Token is set only by Create.
@@ -122,7 +137,8 @@ func New(cfg Config) *Service {
 	if cfg.StartParallelism == 0 {
 		cfg.StartParallelism = 8
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}}
+	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, snapshots: map[string]*snap{},
+		poolKick: make(chan struct{}, 1)}
 }
 
 // Stats returns the service's counters.
@@ -142,6 +158,8 @@ type CreateOptions struct {
 	TTL         time.Duration
 	CPUs        int
 	MemoryMiB   int
+	// Prewarm refills the snapshot's warm pool in the background.
+	Prewarm bool
 }
 
 func (s *Service) validate(o *CreateOptions) error {
@@ -157,8 +175,6 @@ func (s *Service) validate(o *CreateOptions) error {
 		return invalidf("cpus must be between 1 and %d, got %d", l.MaxCPUs, o.CPUs)
 	case o.MemoryMiB != 0 && (o.MemoryMiB < MinMemoryMiB || o.MemoryMiB > l.MaxMemoryMiB):
 		return invalidf("memory_mib must be between %d and %d, got %d", MinMemoryMiB, l.MaxMemoryMiB, o.MemoryMiB)
-	case o.SnapshotTag != "":
-		return fmt.Errorf("snapshot %q: %w (snapshots are not available yet: omit snapshot_tag to cold-start from an image)", o.SnapshotTag, ErrNotFound)
 	}
 	if o.N == 0 {
 		o.N = 1
@@ -178,15 +194,36 @@ func (s *Service) validate(o *CreateOptions) error {
 	return nil
 }
 
-// Create starts o.N sandboxes. It is all or nothing: if one fails to
-// start, the others are destroyed and the error is returned.
+// Create starts o.N sandboxes, cold from an image or restored from a
+// snapshot (taking ready ones from its warm pool first). It is all or
+// nothing: if one fails to start, the others are destroyed.
 func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
+	// A snapshot's sandboxes run with the snapshot's cpus and memory.
+	snapCPUs, snapMem := o.CPUs, o.MemoryMiB
 	if err := s.validate(&o); err != nil {
 		return nil, err
 	}
-	imageID, rootfs, err := s.cfg.Images.Resolve(o.Image)
-	if err != nil {
-		return nil, fmt.Errorf("image %q: %w (build it with `cove image build`)", o.Image, ErrNotFound)
+	var src source
+	if o.SnapshotTag != "" {
+		sn, err := s.snapshot(o.SnapshotTag)
+		if err != nil {
+			return nil, err
+		}
+		if src, err = snapshotSource(s, sn); err != nil {
+			return nil, err
+		}
+		if o.Prewarm {
+			defer s.kickPool()
+		}
+	} else {
+		imageID, rootfs, err := s.cfg.Images.Resolve(o.Image)
+		if err != nil {
+			return nil, fmt.Errorf("image %q: %w (build it with `cove image build`)", o.Image, ErrNotFound)
+		}
+		src = imageSource(s, imageID, rootfs, o.CPUs, o.MemoryMiB)
+	}
+	if o.SnapshotTag != "" && ((snapCPUs != 0 && snapCPUs != src.cpus) || (snapMem != 0 && snapMem != src.memoryMiB)) {
+		return nil, invalidf("snapshot %q runs with %d cpus and %d MiB: spawn it without cpus and memory_mib", o.SnapshotTag, src.cpus, src.memoryMiB)
 	}
 	if err := s.reserve(o.N); err != nil {
 		return nil, err
@@ -201,9 +238,13 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			if b := src.pooled(); b != nil {
+				out[i], errs[i] = s.handOut(ctx, b, o.TTL)
+				return
+			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = s.createOne(ctx, o, imageID, rootfs)
+			out[i], errs[i] = s.createOne(ctx, o, src)
 		}()
 	}
 	wg.Wait()
@@ -217,6 +258,23 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// source is where new sandboxes come from: an image or a snapshot.
+type source struct {
+	imageID, snapshotTag string
+	// launch starts the sandbox described by spec.
+	launch func(ctx context.Context, spec runtime.Spec) error
+	rootfs string
+	// cpus and memoryMiB are what the sandboxes run with.
+	cpus, memoryMiB int
+	// pooled returns a ready sandbox from a warm pool, or nil.
+	pooled func() *box
+}
+
+func imageSource(s *Service, imageID, rootfs string, cpus, memoryMiB int) source {
+	return source{imageID: imageID, rootfs: rootfs, cpus: cpus, memoryMiB: memoryMiB,
+		launch: s.cfg.Runtime.Start, pooled: func() *box { return nil }}
 }
 
 func (s *Service) reserve(n int) error {
@@ -235,50 +293,64 @@ func (s *Service) release(n int) {
 	s.mu.Unlock()
 }
 
-func (s *Service) createOne(ctx context.Context, o CreateOptions, imageID, rootfs string) (Info, error) {
-	id, token := newID(), newToken()
-	now := time.Now()
-	rec := store.Sandbox{
-		ID: id, Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: imageID,
-		SnapshotTag: o.SnapshotTag, CPUs: o.CPUs, MemoryMiB: o.MemoryMiB, TokenHash: hashToken(token),
-		CreatedAt: now, ExpiresAt: now.Add(o.TTL),
-	}
-	// The record comes first so that a daemon killed mid-start finds it and
-	// cleans up after itself.
-	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
+func (s *Service) createOne(ctx context.Context, o CreateOptions, src source) (Info, error) {
+	token := newToken()
+	b, err := s.launch(ctx, src, StatusRunning, o.TTL, hashToken(token))
+	if err != nil {
 		return Info{}, err
 	}
-	b := &box{rec: rec}
-	err := s.start(ctx, b, rootfs)
-	if err == nil {
-		rec.Status = StatusRunning
-		err = s.cfg.Store.SetStatus(ctx, id, StatusRunning)
-	}
-	if err != nil {
-		cctx := context.WithoutCancel(ctx)
-		s.destroy(cctx, b)
-		return Info{}, fmt.Errorf("start sandbox: %w", err)
-	}
-	b.rec.Status = StatusRunning
 	s.mu.Lock()
-	s.boxes[id] = b
+	s.boxes[b.rec.ID] = b
 	s.mu.Unlock()
 	s.stats.Created.Add(1)
 	info := b.info()
 	info.Token = token
-	s.log.Info("sandbox created", "id", id, "image", imageID, "elapsed", time.Since(now).Round(time.Millisecond))
+	s.log.Info("sandbox created", "id", b.rec.ID, "image", src.imageID, "snapshot", src.snapshotTag,
+		"elapsed", time.Since(b.rec.CreatedAt).Round(time.Millisecond))
 	return info, nil
 }
 
-// start boots the sandbox and waits for its agent to answer.
-func (s *Service) start(ctx context.Context, b *box, rootfs string) error {
-	spec := runtime.Spec{ID: b.rec.ID, Rootfs: rootfs, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Hostname: b.rec.ID}
-	if err := s.cfg.Runtime.Start(ctx, spec); err != nil {
-		return err
+// launch starts a sandbox from src and waits until its agent answers. The
+// sandbox ends up recorded with the given status; on error nothing is left.
+func (s *Service) launch(ctx context.Context, src source, status string, ttl time.Duration, tokenHash string) (*box, error) {
+	cpus, memMiB := src.cpus, src.memoryMiB
+	now := time.Now()
+	rec := store.Sandbox{
+		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
+		SnapshotTag: src.snapshotTag, CPUs: cpus, MemoryMiB: memMiB, TokenHash: tokenHash,
+		CreatedAt: now, ExpiresAt: now.Add(ttl),
 	}
+	// The record comes first so that a daemon killed mid-start finds it and
+	// cleans up after itself.
+	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		return nil, err
+	}
+	b := &box{rec: rec}
+	spec := runtime.Spec{ID: rec.ID, Rootfs: src.rootfs, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID}
+	err := src.launch(ctx, spec)
+	if err == nil {
+		err = s.awaitAgent(ctx, b)
+	}
+	if err == nil && src.snapshotTag != "" {
+		// Clones of one snapshot share the interpreter's random state.
+		err = b.agent.Restored(ctx, agentproto.RestoredRequest{SandboxID: rec.ID})
+	}
+	if err == nil {
+		err = s.cfg.Store.SetStatus(ctx, rec.ID, status)
+	}
+	if err != nil {
+		s.destroy(context.WithoutCancel(ctx), b)
+		return nil, fmt.Errorf("start sandbox: %w", err)
+	}
+	b.rec.Status = status
+	return b, nil
+}
+
+// awaitAgent waits for a new sandbox's agent to answer.
+func (s *Service) awaitAgent(ctx context.Context, b *box) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
-	for delay := time.Millisecond; ; delay = min(delay*2, 50*time.Millisecond) {
+	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		c, err := s.connect(ctx, b.rec.ID)
 		if err == nil {
 			b.agent = c

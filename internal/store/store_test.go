@@ -51,3 +51,30 @@ func TestSandboxRoundTrip(t *testing.T) {
 		t.Fatalf("after delete: %+v", got)
 	}
 }
+
+func TestSnapshotRoundTrip(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
+		CPUs: 1, MemoryMiB: 512, PoolSize: 2, SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli())}
+	if err := s.PutSnapshot(ctx, want); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.PutSnapshot(ctx, want); err == nil {
+		t.Fatal("a second snapshot with the same tag was accepted")
+	}
+	got, err := s.Snapshots(ctx)
+	if err != nil || len(got) != 1 || got[0] != want {
+		t.Fatalf("Snapshots = %+v, %v; want [%+v]", got, err, want)
+	}
+	if err := s.DeleteSnapshot(ctx, "t1"); err != nil {
+		t.Fatal(err)
+	}
+	if got, _ := s.Snapshots(ctx); len(got) != 0 {
+		t.Fatalf("after delete: %+v", got)
+	}
+}

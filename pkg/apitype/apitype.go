@@ -15,6 +15,7 @@ const (
 	StatusCreating = "creating"
 	StatusRunning  = "running"
 	StatusStopping = "stopping"
+	StatusPooled   = "pooled" // restored and waiting in a warm pool; never listed
 )
 
 // ErrorBody is every error response: {"error": "...", "code": "..."}.
@@ -45,6 +46,9 @@ type CreateSandboxRequest struct {
 	TTLSecs     int64  `json:"ttl_secs,omitempty"`     // 0: the configured default
 	CPUs        int    `json:"cpus,omitempty"`         // 0: the configured default
 	MemoryMiB   int    `json:"memory_mib,omitempty"`   // 0: the configured default
+	// Prewarm also refills the snapshot's warm pool in the background, so
+	// the next spawn is served from it.
+	Prewarm bool `json:"prewarm,omitempty"`
 }
 
 // MaxN bounds how many sandboxes one create call makes.
@@ -183,4 +187,50 @@ type Limits struct {
 type VersionResponse struct {
 	Version string `json:"version"`
 	Commit  string `json:"commit,omitempty"`
+}
+
+// CreateSnapshotRequest is the body of POST /v1/snapshots: boot a sandbox
+// from Image, run Warm in it, warm the eval interpreter, and save it all as
+// a template that sandboxes can be spawned from.
+type CreateSnapshotRequest struct {
+	Tag       string `json:"tag"`
+	Image     string `json:"image,omitempty"`      // empty: the default image
+	Warm      string `json:"warm,omitempty"`       // shell command; empty: import common Python modules
+	CPUs      int    `json:"cpus,omitempty"`       // 0: the configured default
+	MemoryMiB int    `json:"memory_mib,omitempty"` // 0: the configured default
+	PoolSize  *int   `json:"pool_size,omitempty"`  // ready sandboxes kept restored; nil: the daemon's default
+}
+
+// SnapshotInfo describes a snapshot (forkd's shape, extended).
+type SnapshotInfo struct {
+	Tag           string `json:"tag"`
+	CreatedAtUnix int64  `json:"created_at_unix"`
+	BranchedFrom  string `json:"branched_from,omitempty"` // the sandbox it was branched from
+	Parent        string `json:"parent,omitempty"`        // the snapshot that sandbox was spawned from
+	Depth         int    `json:"depth"`                   // 0 for a built snapshot, parent's + 1 for a branch
+	Backend       string `json:"backend"`
+	Image         string `json:"image"`
+	CPUs          int    `json:"cpus"`
+	MemoryMiB     int    `json:"memory_mib"`
+	SizeBytes     int64  `json:"size_bytes"` // on disk
+	PoolSize      int    `json:"pool_size"`
+	PoolReady     int    `json:"pool_ready"`
+	Children      int    `json:"children"` // live sandboxes spawned from it
+}
+
+// BranchRequest is the body of POST /v1/sandboxes/{id}/branch and
+// /snapshot. With N > 0, branch also spawns N children from the new
+// snapshot in the same call.
+type BranchRequest struct {
+	Tag     string `json:"tag,omitempty"` // empty: a generated tag
+	N       int    `json:"n,omitempty"`
+	TTLSecs int64  `json:"ttl_secs,omitempty"` // children's lifetime
+}
+
+// BranchResponse is the new snapshot, how long the source was paused, and
+// the children (with their tokens).
+type BranchResponse struct {
+	SnapshotInfo
+	PauseMs  float64       `json:"pause_ms"`
+	Children []SandboxInfo `json:"children,omitempty"`
 }

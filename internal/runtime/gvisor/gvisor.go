@@ -93,7 +93,19 @@ func (r *Runtime) Version(ctx context.Context) string {
 func (r *Runtime) sandboxDir(id string) string { return filepath.Join(r.dir, id) }
 
 // Start implements runtime.Runtime.
-func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
+	return r.launch(ctx, spec, "run", "--detach")
+}
+
+// Restore implements runtime.Runtime: a new sandbox, with its own
+// namespaces and overlay, from a checkpoint made by Checkpoint.
+func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) error {
+	return r.launch(ctx, spec, "restore", "--detach", "--direct", "--image-path", image)
+}
+
+// launch prepares a sandbox's directory, namespaces and bundle, then runs
+// runsc with the given subcommand.
+func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...string) (err error) {
 	if !validID(spec.ID) {
 		return fmt.Errorf("gvisor: invalid sandbox id %q", spec.ID)
 	}
@@ -138,18 +150,40 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) (err error) {
 
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	args := append(r.globalFlags(spec.ID),
-		"--overlay2=root:dir="+overlay,
-		"run", "--detach", "--bundle", bundle, spec.ID)
+	args := append(r.globalFlags(spec.ID), "--overlay2=root:dir="+overlay)
+	args = append(append(args, subcmd...), "--bundle", bundle, spec.ID)
 	cmd := exec.CommandContext(ctx, r.runsc, args...)
 	// The sandbox inherits these as the agent's stdout and stderr and
 	// outlives this call; runsc's own errors are in the log file.
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
-		return fmt.Errorf("gvisor: runsc run: %w: %s", err, r.tail(spec.ID))
+		return fmt.Errorf("gvisor: runsc %s: %w: %s", subcmd[0], err, r.tail(spec.ID))
 	}
 	return nil
+}
+
+// Checkpoint implements runtime.Runtime. runsc pauses the sandbox for the
+// whole write; the returned duration is the runsc call's wall time, an
+// upper bound on that pause.
+func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
+	if !validID(id) {
+		return 0, runtime.ErrNotFound
+	}
+	if err := os.MkdirAll(image, 0o700); err != nil {
+		return 0, fmt.Errorf("gvisor: %w", err)
+	}
+	args := append(r.globalFlags(id), "checkpoint", "--image-path", image)
+	if leaveRunning {
+		args = append(args, "--leave-running")
+	}
+	t0 := time.Now()
+	out, err := r.runscCmd(ctx, append(args, id)...)
+	pause := time.Since(t0)
+	if err != nil {
+		return 0, fmt.Errorf("gvisor: runsc checkpoint: %w: %s", err, bytes.TrimSpace(out))
+	}
+	return pause, nil
 }
 
 // globalFlags are the runsc flags every call for a sandbox shares.

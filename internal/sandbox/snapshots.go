@@ -1,0 +1,504 @@
+package sandbox
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/store"
+)
+
+// snap is a snapshot and its warm pool.
+type snap struct {
+	rec    store.Snapshot
+	rootfs string // "" when its image is gone: it cannot be spawned
+	ready  bool   // false while the tag is only claimed
+	// Guarded by Service.mu.
+	pool    []*box // restored, ready to hand out
+	filling int    // pool restores in flight
+}
+
+// SnapshotInfo describes a snapshot.
+type SnapshotInfo struct {
+	store.Snapshot
+	PoolReady int
+	Children  int // live sandboxes spawned from it
+}
+
+// BranchResult is what Branch and SnapshotSandbox return.
+type BranchResult struct {
+	Snapshot SnapshotInfo
+	Pause    time.Duration
+	Children []Info
+}
+
+// DefaultWarm is the warm-up a built snapshot runs when its creator gives none.
+const DefaultWarm = `python3 -c "import json, sqlite3, os, sys, subprocess"`
+
+var tagRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+
+func validTag(tag string) error {
+	if !tagRE.MatchString(tag) {
+		return invalidf("tag %q: use 1-64 letters, digits, '.', '_' or '-', starting with a letter or digit", tag)
+	}
+	return nil
+}
+
+// snapshot returns a snapshot by tag.
+func (s *Service) snapshot(tag string) (*snap, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sn := s.snapshots[tag]
+	if sn == nil || !sn.ready {
+		return nil, fmt.Errorf("snapshot %q: %w (list snapshots with GET /v1/snapshots)", tag, ErrNotFound)
+	}
+	return sn, nil
+}
+
+func (s *Service) snapshotDir(tag string) string { return filepath.Join(s.cfg.SnapshotDir, tag) }
+
+func snapshotSource(s *Service, sn *snap) (source, error) {
+	if sn.rootfs == "" {
+		return source{}, fmt.Errorf("snapshot %q: its image %s is gone: %w", sn.rec.Tag, sn.rec.Image, ErrNotFound)
+	}
+	dir := s.snapshotDir(sn.rec.Tag)
+	return source{
+		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, rootfs: sn.rootfs,
+		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB,
+		launch: func(ctx context.Context, spec runtime.Spec) error {
+			return s.cfg.Runtime.Restore(ctx, spec, dir)
+		},
+		pooled: func() *box {
+			s.mu.Lock()
+			defer s.mu.Unlock()
+			for len(sn.pool) > 0 {
+				b := sn.pool[len(sn.pool)-1]
+				sn.pool = sn.pool[:len(sn.pool)-1]
+				select {
+				case <-b.agent.Closed():
+					go s.destroy(context.Background(), b) // died while waiting
+				default:
+					s.kickPool()
+					return b
+				}
+			}
+			return nil
+		},
+	}, nil
+}
+
+// handOut turns a pooled sandbox into a live one with its own token and
+// lifetime.
+func (s *Service) handOut(ctx context.Context, b *box, ttl time.Duration) (Info, error) {
+	token := newToken()
+	now := time.Now()
+	b.mu.Lock()
+	b.rec.Status = StatusRunning
+	b.rec.TokenHash = hashToken(token)
+	b.rec.CreatedAt = now
+	b.rec.ExpiresAt = now.Add(ttl)
+	rec := b.rec
+	b.mu.Unlock()
+	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
+		s.destroy(context.WithoutCancel(ctx), b)
+		return Info{}, err
+	}
+	s.mu.Lock()
+	s.boxes[rec.ID] = b
+	s.mu.Unlock()
+	s.stats.Created.Add(1)
+	s.stats.PoolHits.Add(1)
+	info := b.info()
+	info.Token = token
+	return info, nil
+}
+
+// BuildOptions are the inputs of BuildSnapshot.
+type BuildOptions struct {
+	Tag       string
+	Image     string
+	Warm      string // shell command; "" runs DefaultWarm
+	CPUs      int
+	MemoryMiB int
+	PoolSize  int // -1: the configured default
+}
+
+// BuildSnapshot boots a sandbox from an image, warms it up (the command,
+// then the eval interpreter) and saves it as a snapshot.
+func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotInfo, error) {
+	if err := validTag(o.Tag); err != nil {
+		return SnapshotInfo{}, err
+	}
+	if o.PoolSize < 0 {
+		o.PoolSize = s.cfg.DefaultPoolSize
+	}
+	if o.PoolSize > 64 {
+		return SnapshotInfo{}, invalidf("pool_size must be at most 64")
+	}
+	co := CreateOptions{Image: o.Image, CPUs: o.CPUs, MemoryMiB: o.MemoryMiB}
+	if err := s.validate(&co); err != nil {
+		return SnapshotInfo{}, err
+	}
+	imageID, rootfs, err := s.cfg.Images.Resolve(co.Image)
+	if err != nil {
+		return SnapshotInfo{}, fmt.Errorf("image %q: %w (build it with `cove image build`)", co.Image, ErrNotFound)
+	}
+	release, err := s.claimTag(o.Tag)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer release()
+	if err := s.reserve(1); err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer s.release(1)
+
+	b, err := s.launch(ctx, imageSource(s, imageID, rootfs, co.CPUs, co.MemoryMiB), StatusRunning, time.Hour, "")
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	defer s.destroy(context.WithoutCancel(ctx), b)
+	warm := o.Warm
+	if warm == "" {
+		warm = DefaultWarm
+	}
+	res, err := b.agent.Exec(ctx, agentproto.ExecRequest{Shell: warm, TimeoutMs: (10 * time.Minute).Milliseconds()})
+	if err != nil {
+		return SnapshotInfo{}, mapErr(err)
+	}
+	if res.ExitCode != 0 {
+		return SnapshotInfo{}, invalidf("warm command exited %d: %s", res.ExitCode, lastLine(res.Stderr+res.Stdout))
+	}
+	if err := b.agent.Warm(ctx); err != nil {
+		return SnapshotInfo{}, fmt.Errorf("warm the eval interpreter: %w", mapErr(err))
+	}
+	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: imageID, CPUs: co.CPUs,
+		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize}
+	sn, _, err := s.checkpoint(ctx, b, rec, rootfs, false)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	s.kickPool()
+	return s.snapInfo(sn), nil
+}
+
+// BranchOptions are the inputs of Branch.
+type BranchOptions struct {
+	Tag string // "" generates one
+	N   int    // children to spawn from the new snapshot
+	TTL time.Duration
+}
+
+// Branch saves a running sandbox as a new snapshot while it keeps running,
+// then spawns o.N children from it. The sandbox is paused only while its
+// state is written.
+func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (BranchResult, error) {
+	if o.N < 0 || o.N > MaxN {
+		return BranchResult{}, invalidf("n must be between 0 and %d, got %d", MaxN, o.N)
+	}
+	if o.TTL < 0 || o.TTL > s.cfg.Limits.MaxTTL {
+		return BranchResult{}, invalidf("ttl must be between 0 and %s", s.cfg.Limits.MaxTTL)
+	}
+	if o.Tag == "" {
+		o.Tag = id + "-" + randHex(3)
+	}
+	if err := validTag(o.Tag); err != nil {
+		return BranchResult{}, err
+	}
+	b, err := s.lookup(id)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	release, err := s.claimTag(o.Tag)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	defer release()
+
+	depth := 1
+	if t := b.rec.SnapshotTag; t != "" {
+		if p, err := s.snapshot(t); err == nil {
+			depth = p.rec.Depth + 1
+		}
+	}
+	_, rootfs, err := s.imageOf(b)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
+		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB}
+	sn, pause, err := s.checkpoint(ctx, b, rec, rootfs, true)
+	if err != nil {
+		return BranchResult{}, err
+	}
+	release()
+	out := BranchResult{Pause: pause}
+	if o.N > 0 {
+		out.Children, err = s.Create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL})
+		if err != nil {
+			return BranchResult{}, fmt.Errorf("snapshot %s saved, but spawning its children failed: %w", o.Tag, err)
+		}
+	}
+	out.Snapshot = s.snapInfo(sn)
+	return out, nil
+}
+
+// imageOf resolves the image a sandbox runs on.
+func (s *Service) imageOf(b *box) (id, rootfs string, err error) {
+	id, rootfs, err = s.cfg.Images.Resolve(b.rec.Image)
+	if err != nil {
+		return "", "", fmt.Errorf("image %q of sandbox %s: %w", b.rec.Image, b.rec.ID, ErrNotFound)
+	}
+	return id, rootfs, nil
+}
+
+// checkpoint saves b as the snapshot rec describes. The image is written
+// beside its final place and renamed, so a crash leaves no half snapshot.
+func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, rootfs string, leaveRunning bool) (*snap, time.Duration, error) {
+	b.ckptMu.Lock()
+	defer b.ckptMu.Unlock()
+	tmp := filepath.Join(s.cfg.SnapshotDir, ".tmp-"+rec.Tag+"-"+randHex(4))
+	defer os.RemoveAll(tmp)
+	var pause time.Duration
+	var err error
+	if leaveRunning {
+		pause, err = s.measurePause(ctx, b, func() error {
+			_, err := s.cfg.Runtime.Checkpoint(ctx, b.rec.ID, tmp, true)
+			return err
+		})
+	} else {
+		pause, err = s.cfg.Runtime.Checkpoint(ctx, b.rec.ID, tmp, false)
+	}
+	if err != nil {
+		return nil, 0, fmt.Errorf("checkpoint sandbox %s: %w", b.rec.ID, err)
+	}
+	rec.SizeBytes = dirSize(tmp)
+	rec.CreatedAt = time.Now()
+	final := s.snapshotDir(rec.Tag)
+	if err := os.Rename(tmp, final); err != nil {
+		return nil, 0, fmt.Errorf("save snapshot %s: %w", rec.Tag, err)
+	}
+	if err := s.cfg.Store.PutSnapshot(ctx, rec); err != nil {
+		os.RemoveAll(final)
+		return nil, 0, err
+	}
+	sn := &snap{rec: rec, rootfs: rootfs, ready: true}
+	s.mu.Lock()
+	s.snapshots[rec.Tag] = sn
+	s.mu.Unlock()
+	s.log.Info("snapshot saved", "tag", rec.Tag, "from", b.rec.ID, "bytes", rec.SizeBytes, "pause", pause)
+	return sn, pause, nil
+}
+
+// measurePause runs fn (a live checkpoint) while pinging the sandbox's
+// agent back to back. The longest gap between two answers is how long the
+// sandbox stood still, as a client sees it.
+func (s *Service) measurePause(ctx context.Context, b *box, fn func() error) (time.Duration, error) {
+	b.mu.Lock()
+	a := b.agent
+	b.mu.Unlock()
+	if a == nil {
+		return 0, fmt.Errorf("%w: sandbox %s has no agent connection", ErrUnavailable, b.rec.ID)
+	}
+	pctx, stop := context.WithCancel(ctx)
+	gapc := make(chan time.Duration, 1)
+	go func() {
+		var maxGap time.Duration
+		last := time.Now()
+		for pctx.Err() == nil {
+			if _, err := a.Ping(pctx); err != nil {
+				break
+			}
+			now := time.Now()
+			maxGap = max(maxGap, now.Sub(last))
+			last = now
+			time.Sleep(500 * time.Microsecond)
+		}
+		gapc <- maxGap
+	}()
+	err := fn()
+	// One more answer after the checkpoint proves the sandbox resumed and
+	// closes the last gap.
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	_, perr := a.Ping(pingCtx)
+	cancel()
+	stop()
+	gap := <-gapc
+	if err == nil && perr != nil {
+		err = fmt.Errorf("sandbox did not answer after the checkpoint: %w", perr)
+	}
+	return gap, err
+}
+
+// claimTag reserves a snapshot tag while it is being made.
+func (s *Service) claimTag(tag string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if _, ok := s.snapshots[tag]; ok {
+		return nil, fmt.Errorf("%w: snapshot %q exists: pick another tag or delete it first", ErrConflict, tag)
+	}
+	// A placeholder holds the tag; it has no rootfs, so nothing spawns from it.
+	placeholder := &snap{rec: store.Snapshot{Tag: tag}}
+	s.snapshots[tag] = placeholder
+	released := false
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if !released && s.snapshots[tag] == placeholder {
+			delete(s.snapshots, tag)
+		}
+		released = true
+	}, nil
+}
+
+func (s *Service) snapInfo(sn *snap) SnapshotInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.snapInfoLocked(sn)
+}
+
+func (s *Service) snapInfoLocked(sn *snap) SnapshotInfo {
+	info := SnapshotInfo{Snapshot: sn.rec, PoolReady: len(sn.pool)}
+	for _, b := range s.boxes {
+		if b.rec.SnapshotTag == sn.rec.Tag {
+			info.Children++
+		}
+	}
+	return info
+}
+
+// Snapshots lists every snapshot, oldest first.
+func (s *Service) Snapshots() []SnapshotInfo {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]SnapshotInfo, 0, len(s.snapshots))
+	for _, sn := range s.snapshots {
+		if sn.ready {
+			out = append(out, s.snapInfoLocked(sn))
+		}
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
+			return out[i].CreatedAt.Before(out[j].CreatedAt)
+		}
+		return out[i].Tag < out[j].Tag
+	})
+	return out
+}
+
+// Snapshot describes one snapshot.
+func (s *Service) Snapshot(tag string) (SnapshotInfo, error) {
+	sn, err := s.snapshot(tag)
+	if err != nil {
+		return SnapshotInfo{}, err
+	}
+	return s.snapInfo(sn), nil
+}
+
+// DeleteSnapshot removes a snapshot and its warm pool. It refuses while
+// live sandboxes were spawned from it. Snapshots branched from its
+// children are whole checkpoints of their own and need nothing from it.
+func (s *Service) DeleteSnapshot(ctx context.Context, tag string) error {
+	s.mu.Lock()
+	sn := s.snapshots[tag]
+	if sn == nil || !sn.ready {
+		s.mu.Unlock()
+		return fmt.Errorf("snapshot %q: %w", tag, ErrNotFound)
+	}
+	if n := s.snapInfoLocked(sn).Children; n > 0 {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: %d live sandboxes were spawned from snapshot %q: kill them first", ErrConflict, n, tag)
+	}
+	delete(s.snapshots, tag)
+	pool := sn.pool
+	sn.pool = nil
+	s.mu.Unlock()
+	for _, b := range pool {
+		s.destroy(ctx, b)
+	}
+	if err := s.cfg.Store.DeleteSnapshot(ctx, tag); err != nil {
+		return err
+	}
+	if err := os.RemoveAll(s.snapshotDir(tag)); err != nil {
+		return fmt.Errorf("remove snapshot %s: %w", tag, err)
+	}
+	s.log.Info("snapshot deleted", "tag", tag)
+	return nil
+}
+
+// recoverSnapshots loads snapshot records and drops what a crash left
+// half done: checkpoint directories without a record and the reverse.
+func (s *Service) recoverSnapshots(ctx context.Context) error {
+	if err := os.MkdirAll(s.cfg.SnapshotDir, 0o700); err != nil {
+		return err
+	}
+	recs, err := s.cfg.Store.Snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, rec := range recs {
+		if _, err := os.Stat(s.snapshotDir(rec.Tag)); err != nil {
+			s.log.Warn("snapshot lost its checkpoint; dropping it", "tag", rec.Tag)
+			s.cfg.Store.DeleteSnapshot(ctx, rec.Tag)
+			continue
+		}
+		_, rootfs, err := s.cfg.Images.Resolve(rec.Image)
+		if err != nil {
+			s.log.Warn("snapshot's image is gone; it cannot be spawned", "tag", rec.Tag, "image", rec.Image)
+		}
+		known[rec.Tag] = true
+		s.snapshots[rec.Tag] = &snap{rec: rec, rootfs: rootfs, ready: true}
+	}
+	ents, err := os.ReadDir(s.cfg.SnapshotDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !known[e.Name()] {
+			s.log.Info("removing unfinished snapshot", "dir", e.Name())
+			os.RemoveAll(filepath.Join(s.cfg.SnapshotDir, e.Name()))
+		}
+	}
+	return nil
+}
+
+func dirSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
+		if err == nil && !d.IsDir() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
+
+func lastLine(s string) string {
+	s = strings.TrimSpace(s)
+	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+		s = s[i+1:]
+	}
+	if len(s) > 300 {
+		s = s[:300]
+	}
+	return s
+}
+
+func randHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}

@@ -1,0 +1,81 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"time"
+)
+
+// Snapshot is one snapshot's durable record.
+type Snapshot struct {
+	Tag          string
+	Parent       string // snapshot the source sandbox was spawned from
+	BranchedFrom string // sandbox it was branched from
+	Depth        int
+	Backend      string
+	Image        string // image id
+	CPUs         int
+	MemoryMiB    int
+	PoolSize     int
+	SizeBytes    int64
+	CreatedAt    time.Time
+}
+
+const snapshotSchema = `
+CREATE TABLE IF NOT EXISTS snapshots (
+	tag           TEXT PRIMARY KEY,
+	parent        TEXT NOT NULL DEFAULT '',
+	branched_from TEXT NOT NULL DEFAULT '',
+	depth         INTEGER NOT NULL,
+	backend       TEXT NOT NULL,
+	image         TEXT NOT NULL,
+	cpus          INTEGER NOT NULL,
+	memory_mib    INTEGER NOT NULL,
+	pool_size     INTEGER NOT NULL,
+	size_bytes    INTEGER NOT NULL,
+	created_at    INTEGER NOT NULL
+);
+`
+
+// PutSnapshot inserts a snapshot record; the tag must be new.
+func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
+	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
+		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
+		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli())
+	if err != nil {
+		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
+	}
+	return nil
+}
+
+// DeleteSnapshot removes a snapshot record. Deleting a missing one is not an error.
+func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
+	if _, err := s.db.ExecContext(ctx, `DELETE FROM snapshots WHERE tag = ?`, tag); err != nil {
+		return fmt.Errorf("store: delete snapshot %s: %w", tag, err)
+	}
+	return nil
+}
+
+// Snapshots returns every snapshot record, oldest first.
+func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
+	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
+		memory_mib, pool_size, size_bytes, created_at FROM snapshots ORDER BY created_at, tag`)
+	if err != nil {
+		return nil, fmt.Errorf("store: list snapshots: %w", err)
+	}
+	defer rows.Close()
+	var out []Snapshot
+	for rows.Next() {
+		var sn Snapshot
+		var created int64
+		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
+			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created); err != nil {
+			return nil, fmt.Errorf("store: scan snapshot: %w", err)
+		}
+		sn.CreatedAt = time.UnixMilli(created)
+		out = append(out, sn)
+	}
+	return out, rows.Err()
+}
