@@ -116,6 +116,10 @@ func TestDaemonKilled(t *testing.T) {
 	}
 	ctx := context.Background()
 	base := countResources(t, d.stateDir())
+	snapTag := "k-" + randomHex(3)
+	if _, err := d.c.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: snapTag, PoolSize: intp(0)}); err != nil {
+		t.Fatal(err)
+	}
 	survivors := create(t, d, apitype.CreateSandboxRequest{N: 2})
 	for _, sb := range survivors {
 		if _, err := d.c.PutFile(ctx, sb.id, sb.token, "note", 0o644, strings.NewReader("kept "+sb.id), -1); err != nil {
@@ -170,6 +174,10 @@ func TestDaemonKilled(t *testing.T) {
 			t.Fatalf("sandbox %s after restart: %q", sb.id, out)
 		}
 	}
+	// Snapshots survive too.
+	kid := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: snapTag})[0]
+	execOK(t, d, kid, "true")
+	list = append(list, apitype.SandboxInfo{ID: kid.id})
 	// Whatever was half-made is gone: one directory, two namespaces and
 	// some runsc processes per listed sandbox, nothing more.
 	r := countResources(t, d.stateDir())

@@ -20,6 +20,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
@@ -168,6 +169,40 @@ func (c *common) tokenFor(daemonURL, id string) (string, error) {
 		return "", fmt.Errorf("no token for sandbox %s at %s in %s: only sandboxes made by your `cove create` are remembered; pass --sandbox-token or set COVE_SANDBOX_TOKEN", id, daemonURL, st.path)
 	}
 	return tok, nil
+}
+
+// rememberTokens saves the tokens of newly made sandboxes in the token
+// store, warning on stderr (as command name) if it can't: they exist only
+// in the answer that made the sandboxes, and failing the command for this
+// would make scripts believe no sandbox was made.
+func rememberTokens(name, daemonURL string, sbs []apitype.SandboxInfo) {
+	toks := make(map[string]string, len(sbs))
+	for _, sb := range sbs {
+		if sb.Token != "" {
+			toks[sb.ID] = sb.Token
+		}
+	}
+	if len(toks) == 0 {
+		return
+	}
+	st, err := defaultTokenStore()
+	if err == nil {
+		err = st.add(daemonURL, toks)
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "cove %s: warning: sandbox tokens not saved: %v; use --json to see them\n", name, err)
+	}
+}
+
+// printSandboxes writes a table of newly made sandboxes.
+func printSandboxes(w io.Writer, sbs []apitype.SandboxInfo) error {
+	now := time.Now()
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tSTATUS\tBACKEND\tEXPIRES")
+	for _, sb := range sbs {
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Backend, fmtUntil(now, sb.ExpiresAtUnix))
+	}
+	return tw.Flush()
 }
 
 // explain adds what to do next to errors that have a usual cause.

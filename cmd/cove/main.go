@@ -3,6 +3,7 @@
 //	cove serve                 run the daemon
 //	cove image build           build the guest image
 //	cove create|ls|exec|cp|kill|info|bench ...   talk to a running daemon
+//	cove snapshot|spawn|branch ...               snapshots and their children
 package main
 
 import (
@@ -27,16 +28,19 @@ type command struct {
 // below, so that the table is built once, not mutated at run time.
 func commands() map[string]command {
 	return map[string]command{
-		"serve":   {"run the daemon", runServe},
-		"image":   {"build and list guest images (image build|ls)", runImage},
-		"create":  {"create sandboxes", runCreate},
-		"ls":      {"list sandboxes", runLs},
-		"exec":    {"run a command in a sandbox: cove exec ID -- CMD...", runExec},
-		"cp":      {"copy a file into or out of a sandbox: cove cp SRC DST (ID:PATH on one side)", runCp},
-		"kill":    {"destroy sandboxes", runKill},
-		"info":    {"show the daemon's backend, versions and limits", runInfo},
-		"bench":   {"measure cove against its baselines, JSON out", runBench},
-		"version": {"print the version", runVersion},
+		"serve":    {"run the daemon", runServe},
+		"image":    {"build and list guest images (image build|ls)", runImage},
+		"create":   {"create sandboxes", runCreate},
+		"ls":       {"list sandboxes", runLs},
+		"exec":     {"run a command in a sandbox: cove exec ID -- CMD...", runExec},
+		"cp":       {"copy a file into or out of a sandbox: cove cp SRC DST (ID:PATH on one side)", runCp},
+		"kill":     {"destroy sandboxes", runKill},
+		"snapshot": {"build, save, list and remove snapshots (snapshot build|save|ls|rm)", runSnapshot},
+		"spawn":    {"start sandboxes from a snapshot: cove spawn TAG -n N", runSpawn},
+		"branch":   {"snapshot a running sandbox, and start children from it: cove branch ID -n N", runBranch},
+		"info":     {"show the daemon's backend, versions and limits", runInfo},
+		"bench":    {"measure cove against its baselines, JSON out", runBench},
+		"version":  {"print the version", runVersion},
 	}
 }
 

@@ -128,11 +128,68 @@ func (c *Client) Info(ctx context.Context) (apitype.Info, error) {
 	return out, err
 }
 
-// CreateSandboxes creates req.N sandboxes (1 if N is 0). The result is the
-// only place their tokens appear; keep them.
+// CreateSandboxes creates req.N sandboxes (1 if N is 0), cold from an
+// image or restored from req.SnapshotTag. The result is the only place
+// their tokens appear; keep them. A call for more than one sandbox gets
+// SlowTimeout on top of the Client's timeout.
 func (c *Client) CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error) {
+	var extra time.Duration
+	if req.N > 1 {
+		extra = SlowTimeout
+	}
 	var out []apitype.SandboxInfo
-	err := c.call(ctx, 0, http.MethodPost, "/v1/sandboxes", nil, "", req, &out)
+	err := c.call(ctx, extra, http.MethodPost, "/v1/sandboxes", nil, "", req, &out)
+	return out, err
+}
+
+// SlowTimeout is the extra time, beyond the Client's timeout, given to
+// calls that checkpoint or boot a sandbox: CreateSnapshot, Branch and
+// SnapshotSandbox.
+const SlowTimeout = 10 * time.Minute
+
+// CreateSnapshot boots a sandbox, runs req.Warm in it and saves it as the
+// snapshot req.Tag. It can take a minute or more.
+func (c *Client) CreateSnapshot(ctx context.Context, req apitype.CreateSnapshotRequest) (apitype.SnapshotInfo, error) {
+	var out apitype.SnapshotInfo
+	err := c.call(ctx, SlowTimeout, http.MethodPost, "/v1/snapshots", nil, "", req, &out)
+	return out, err
+}
+
+// ListSnapshots returns every snapshot.
+func (c *Client) ListSnapshots(ctx context.Context) ([]apitype.SnapshotInfo, error) {
+	var out []apitype.SnapshotInfo
+	err := c.call(ctx, 0, http.MethodGet, "/v1/snapshots", nil, "", nil, &out)
+	return out, err
+}
+
+// GetSnapshot returns one snapshot.
+func (c *Client) GetSnapshot(ctx context.Context, tag string) (apitype.SnapshotInfo, error) {
+	var out apitype.SnapshotInfo
+	err := c.call(ctx, 0, http.MethodGet, snapshotPath(tag), nil, "", nil, &out)
+	return out, err
+}
+
+// DeleteSnapshot deletes a snapshot. The daemon refuses with ErrConflict
+// while sandboxes spawned from it, or snapshots branched from those, need
+// it.
+func (c *Client) DeleteSnapshot(ctx context.Context, tag string) error {
+	return c.call(ctx, 0, http.MethodDelete, snapshotPath(tag), nil, "", nil, nil)
+}
+
+// Branch checkpoints the running sandbox id into a new snapshot while it
+// keeps running and, with req.N > 0, spawns req.N children from it. The
+// answer carries the children's tokens, which appear nowhere else.
+func (c *Client) Branch(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
+	var out apitype.BranchResponse
+	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/branch"), nil, "", req, &out)
+	return out, err
+}
+
+// SnapshotSandbox saves the running sandbox id as the snapshot req.Tag,
+// like Branch without children.
+func (c *Client) SnapshotSandbox(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
+	var out apitype.BranchResponse
+	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/snapshot"), nil, "", req, &out)
 	return out, err
 }
 
@@ -277,6 +334,11 @@ func secs(s float64) time.Duration {
 // sandboxPath is the path of sandbox id's resource suffix.
 func sandboxPath(id, suffix string) string {
 	return "/v1/sandboxes/" + url.PathEscape(id) + suffix
+}
+
+// snapshotPath is the path of snapshot tag.
+func snapshotPath(tag string) string {
+	return "/v1/snapshots/" + url.PathEscape(tag)
 }
 
 // call sends a JSON request (body nil: none) and decodes a JSON answer into

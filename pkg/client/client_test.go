@@ -50,8 +50,14 @@ func fakeDaemon(t *testing.T) (*Client, *recorded) {
 		case r.URL.Path == "/v1/sandboxes" && r.Method == http.MethodPost:
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `[{"id":"s1","token":"t1"}]`)
-		case r.URL.Path == "/v1/sandboxes":
+		case r.URL.Path == "/v1/sandboxes", r.URL.Path == "/v1/snapshots" && r.Method == http.MethodGet:
 			io.WriteString(w, `[]`)
+		case r.URL.Path == "/v1/snapshots" && r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"tag":"py","depth":0,"pool_size":3}`)
+		case strings.HasSuffix(r.URL.Path, "/branch") || strings.HasSuffix(r.URL.Path, "/snapshot"):
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"tag":"b1","branched_from":"s1","depth":1,"pause_ms":12.5,"children":[{"id":"c1","token":"ct1"}]}`)
 		default:
 			io.WriteString(w, `{}`)
 		}
@@ -114,6 +120,39 @@ func TestRoutesAndHeaders(t *testing.T) {
 			}
 			return err
 		}, "GET", "/v1/sandboxes/s1/files", "path=sub+dir%2Ff%3F.txt", true, true, ""},
+		{"create snapshot", func(c *Client) error {
+			zero := 0
+			si, err := c.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: "py", Warm: "true", PoolSize: &zero})
+			if err == nil && (si.Tag != "py" || si.PoolSize != 3) {
+				t.Errorf("create snapshot = %+v", si)
+			}
+			return err
+		}, "POST", "/v1/snapshots", "", true, false, `{"tag":"py","warm":"true","pool_size":0}`},
+		{"list snapshots", func(c *Client) error {
+			sis, err := c.ListSnapshots(ctx)
+			if err == nil && sis == nil {
+				t.Error("list snapshots = nil, want empty")
+			}
+			return err
+		}, "GET", "/v1/snapshots", "", true, false, ""},
+		{"get snapshot", func(c *Client) error { _, err := c.GetSnapshot(ctx, "py"); return err }, "GET", "/v1/snapshots/py", "", true, false, ""},
+		{"escaped tag", func(c *Client) error { _, err := c.GetSnapshot(ctx, "a/b c"); return err }, "GET", "/v1/snapshots/a%2Fb%20c", "", true, false, ""},
+		{"delete snapshot", func(c *Client) error { return c.DeleteSnapshot(ctx, "py") }, "DELETE", "/v1/snapshots/py", "", true, false, ""},
+		{"branch", func(c *Client) error {
+			br, err := c.Branch(ctx, "s1", apitype.BranchRequest{N: 2})
+			if err == nil && (br.Tag != "b1" || br.BranchedFrom != "s1" || br.PauseMs != 12.5 ||
+				len(br.Children) != 1 || br.Children[0].Token != "ct1") {
+				t.Errorf("branch = %+v", br)
+			}
+			return err
+		}, "POST", "/v1/sandboxes/s1/branch", "", true, false, `{"n":2}`},
+		{"snapshot sandbox", func(c *Client) error {
+			br, err := c.SnapshotSandbox(ctx, "s1", apitype.BranchRequest{Tag: "mine"})
+			if err == nil && br.Tag != "b1" {
+				t.Errorf("snapshot sandbox = %+v", br)
+			}
+			return err
+		}, "POST", "/v1/sandboxes/s1/snapshot", "", true, false, `{"tag":"mine"}`},
 		{"escaped id", func(c *Client) error { _, err := c.GetSandbox(ctx, "a/b c"); return err }, "GET", "/v1/sandboxes/a%2Fb%20c", "", true, false, ""},
 	}
 	for _, tt := range tests {
@@ -355,6 +394,10 @@ func TestTimeouts(t *testing.T) {
 			return
 		}
 		io.Copy(io.Discard, r.Body)
+		if r.URL.Path == "/v1/sandboxes" {
+			io.WriteString(w, `[]`)
+			return
+		}
 		io.WriteString(w, `{}`)
 	}))
 	defer srv.Close()
@@ -367,6 +410,16 @@ func TestTimeouts(t *testing.T) {
 	// An exec asking for more time gets it on top of the client's timeout.
 	if _, err := c.Exec(ctx, "s1", testToken, apitype.ExecRequest{Args: []string{"sleep"}, TimeoutSecs: 5}); err != nil {
 		t.Errorf("Exec with its own timeout: %v", err)
+	}
+	// Checkpoints get SlowTimeout on top.
+	if _, err := c.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: "t"}); err != nil {
+		t.Errorf("CreateSnapshot: %v", err)
+	}
+	if _, err := c.Branch(ctx, "s1", apitype.BranchRequest{N: 1}); err != nil {
+		t.Errorf("Branch: %v", err)
+	}
+	if _, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: "t", N: 100}); err != nil {
+		t.Errorf("CreateSandboxes n=100: %v", err)
 	}
 	// File transfers are bounded by ctx only.
 	if _, err := c.PutFile(ctx, "s1", testToken, "f", 0o644, strings.NewReader("x"), 1); err != nil {

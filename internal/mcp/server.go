@@ -1,0 +1,176 @@
+// Package mcp serves cove's sandboxes as Model Context Protocol tools, over
+// stdio (cove mcp) and Streamable HTTP (the daemon's /mcp). Every tool maps
+// onto the REST API through pkg/client, so both transports share one code
+// path with the CLI and the tests.
+package mcp
+
+import (
+	"context"
+	"io"
+	"io/fs"
+	"log/slog"
+	"net/http"
+	"sync"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+// API is the part of *client.Client the tools use. An interface keeps the
+// tools testable without a daemon.
+type API interface {
+	BaseURL() string
+	Version(ctx context.Context) (apitype.VersionResponse, error)
+	Info(ctx context.Context) (apitype.Info, error)
+
+	ListSnapshots(ctx context.Context) ([]apitype.SnapshotInfo, error)
+	CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error)
+	ListSandboxes(ctx context.Context) ([]apitype.SandboxInfo, error)
+	GetSandbox(ctx context.Context, id string) (apitype.SandboxInfo, error)
+	DeleteSandbox(ctx context.Context, id string) error
+	Extend(ctx context.Context, id string, ttlSecs int64) (apitype.SandboxInfo, error)
+	Branch(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error)
+	SnapshotSandbox(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error)
+
+	Ping(ctx context.Context, id, token string) (apitype.PingResponse, error)
+	Exec(ctx context.Context, id, token string, req apitype.ExecRequest) (apitype.ExecResponse, error)
+	Eval(ctx context.Context, id, token string, req apitype.EvalRequest) (apitype.EvalResponse, error)
+	Wait(ctx context.Context, id, token string, req apitype.WaitRequest) (apitype.WaitResponse, error)
+	ListFiles(ctx context.Context, id, token, path string, depth int) (apitype.ListFilesResponse, error)
+	PutFile(ctx context.Context, id, token, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error)
+	GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error)
+}
+
+// Config configures a Server.
+type Config struct {
+	API     API
+	Version string // cove's version, reported by get_service_info
+	Logger  *slog.Logger
+	// SessionTimeout closes an HTTP session idle this long, and with it
+	// the sandbox sandbox_run made for it. Zero means an hour.
+	SessionTimeout time.Duration
+}
+
+// Server is the MCP server: one set of tools, any number of sessions, each
+// with its own memory of sandbox tokens.
+type Server struct {
+	api API
+	cfg Config
+	log *slog.Logger
+	srv *sdk.Server
+
+	mu       sync.Mutex
+	sessions map[*sdk.ServerSession]*session
+}
+
+// New returns a Server with every tool registered.
+func New(cfg Config) *Server {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.SessionTimeout == 0 {
+		cfg.SessionTimeout = time.Hour
+	}
+	s := &Server{api: cfg.API, cfg: cfg, log: cfg.Logger, sessions: make(map[*sdk.ServerSession]*session)}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: "cove", Title: "cove sandboxes", Version: cfg.Version}, &sdk.ServerOptions{
+		Instructions: instructions,
+		Logger:       cfg.Logger,
+		// Tokens and sandbox_run's sandbox live in the session, so only
+		// the protocol versions that have sessions are offered; newer
+		// clients fall back to them.
+		SupportedProtocolVersions: sessionfulVersions(),
+		// Tools only: no logging capability to advertise.
+		Capabilities: &sdk.ServerCapabilities{},
+	})
+	s.addTools()
+	return s
+}
+
+const instructions = `cove runs disposable, isolated Linux sandboxes (Debian with python3, node, git) that start from snapshots in well under a second and can be branched copy-on-write while running. Use them instead of the host shell for untrusted code, experiments, installs and anything destructive.
+Quick start: sandbox_run runs a shell command in this session's own sandbox, created on first use. For more control: create_sandbox or spawn_sandboxes (from a snapshot listed by list_snapshots), then exec_command, eval_code, write_file, read_file, list_files, wait_for_text; branch_sandbox forks a running sandbox to try alternatives; kill_sandbox when done.
+Sandbox tokens: create/spawn/branch results carry each sandbox's token once; this session remembers them, so sandbox_token can be omitted for sandboxes it made. Sandboxes expire (see expires_in_secs); extend_sandbox keeps one alive. Sandboxes have no network access.`
+
+// sessionfulVersions are the protocol versions the SDK supports that
+// still have sessions (before the sessionless 2026-07-28 revision).
+func sessionfulVersions() []string {
+	var out []string
+	for _, v := range sdk.SupportedProtocolVersions() {
+		if v < "2026-07-28" {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
+// Handler returns the Streamable HTTP handler: one MCP session per client.
+// It does no authentication; the daemon wraps it in its API-key check.
+func (s *Server) Handler() http.Handler {
+	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+		SessionTimeout: s.cfg.SessionTimeout,
+		Logger:         s.log,
+	})
+}
+
+// RunStdio serves one session over stdin and stdout until the client
+// closes it or ctx ends, then kills the sandbox sandbox_run made for it.
+func (s *Server) RunStdio(ctx context.Context) error {
+	err := s.srv.Run(ctx, &sdk.StdioTransport{})
+	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
+	defer cancel()
+	s.Close(cctx)
+	return err
+}
+
+// Close ends every session's state, killing the sandboxes sandbox_run made.
+func (s *Server) Close(ctx context.Context) {
+	s.mu.Lock()
+	all := make([]*session, 0, len(s.sessions))
+	for ss, st := range s.sessions {
+		all = append(all, st)
+		delete(s.sessions, ss)
+	}
+	s.mu.Unlock()
+	for _, st := range all {
+		s.endSession(ctx, st)
+	}
+}
+
+// session returns the state of the session req arrived on, creating it
+// on first use. Its sandbox_run sandbox is killed when the session ends.
+func (s *Server) session(req *sdk.CallToolRequest) *session {
+	ss := req.Session
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.sessions[ss]; ok {
+		return st
+	}
+	st := newSession()
+	s.sessions[ss] = st
+	if ss != nil {
+		go func() {
+			ss.Wait()
+			s.mu.Lock()
+			_, live := s.sessions[ss]
+			delete(s.sessions, ss)
+			s.mu.Unlock()
+			if live {
+				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+				defer cancel()
+				s.endSession(ctx, st)
+			}
+		}()
+	}
+	return st
+}
+
+func (s *Server) endSession(ctx context.Context, st *session) {
+	id := st.takeRunSandbox()
+	if id == "" {
+		return
+	}
+	if err := s.api.DeleteSandbox(ctx, id); err != nil {
+		s.log.Debug("mcp: kill session sandbox", "sandbox", id, "err", err)
+	}
+}
