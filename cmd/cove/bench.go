@@ -81,6 +81,18 @@ func benchTarget(name string) string {
 		// Exec goes through the guest agent's open connection; it
 		// should beat starting a process with runsc exec.
 		return "p50 below runsc exec"
+	case "spawn":
+		return "cold restore p50 <= 250 ms"
+	case "pool_handout":
+		return "p50 <= 10 ms"
+	case "spawn_100":
+		return "<= 10 s"
+	case "pss_per_child":
+		return "<= 70 MiB"
+	case "branch_pause_50":
+		return "p50 <= 60 ms"
+	case chainRatioName:
+		return "<= 1.5 (depth 5 within 1.5x of depth 0)"
 	}
 	return ""
 }
@@ -91,16 +103,39 @@ type benchOpts struct {
 	evals         int
 	baselineExecs int
 	fileMiB       int
+
+	// Snapshot benchmarks; see bench_snapshot.go.
+	spawns       int   // spawn-1 samples from a snapshot without a pool
+	poolHandouts int   // hand-outs from a warm pool
+	poolSize     int   // of the pool hand-outs come from
+	spawnN       int   // children of the one big spawn, whose Pss is measured
+	branches     int   // branches per dirty size
+	branchMiB    []int // written in the branch source before each branch
+	chainDepth   int   // deepest snapshot of the chain
+	chainSamples int   // spawns timed at each depth
+	// pssSettle is how long sandboxes are left idle before their
+	// memory is measured.
+	pssSettle time.Duration
 }
 
 func runBench(ctx context.Context, args []string) error {
 	fs, c := newFlagSet("bench", "bench [flags]")
-	var o benchOpts
+	o := benchOpts{pssSettle: 2 * time.Second}
 	fs.IntVar(&o.creates, "creates", 10, "sequential single creates to time (each deleted after)")
 	fs.IntVar(&o.execs, "execs", 200, "execs of `true` to time in one warm sandbox")
 	fs.IntVar(&o.evals, "evals", 100, "evals of 1+1 to time")
 	fs.IntVar(&o.baselineExecs, "baseline-execs", 20, "`runsc exec` calls to time as the exec baseline (gVisor only)")
 	fs.IntVar(&o.fileMiB, "file-mib", 1024, "size of the file uploaded and downloaded, in MiB (0: skip)")
+	fs.IntVar(&o.spawns, "spawns", 10, "single spawns from a snapshot without a pool to time (each deleted after)")
+	fs.IntVar(&o.poolHandouts, "pool-handouts", 10, "hand-outs from a warm pool to time, each after the pool refilled")
+	fs.IntVar(&o.poolSize, "pool-size", 3, "size of the warm pool hand-outs come from")
+	fs.IntVar(&o.spawnN, "spawn-n", 100, "children to spawn in one request, then measure the Pss of (0: skip)")
+	fs.IntVar(&o.branches, "branches", 5, "branches to time per dirty size")
+	branchMiB := fs.String("branch-mib", "0,50,200", "MiB written in the source before each branch, comma-separated")
+	fs.IntVar(&o.chainDepth, "chain-depth", 5, "depth of the snapshot chain to spawn from")
+	fs.IntVar(&o.chainSamples, "chain-samples", 3, "spawns to time at each chain depth")
+	only := fs.String("only", "", "run only these benchmarks, comma-separated: create, exec, eval, transfer, spawn, pool, spawn100, branch, chain")
+	skip := fs.String("skip", "", "skip these benchmarks, comma-separated (names as for --only)")
 	out := fs.String("out", "", "also write the JSON result to this file")
 	pos, err := parseArgs(fs, args, -1)
 	if err != nil {
@@ -109,8 +144,21 @@ func runBench(ctx context.Context, args []string) error {
 	if len(pos) > 0 {
 		return fmt.Errorf("unexpected arguments %q; see cove bench -h", pos)
 	}
-	if o.creates < 0 || o.execs < 0 || o.evals < 0 || o.baselineExecs < 0 || o.fileMiB < 0 {
+	if min(o.creates, o.execs, o.evals, o.baselineExecs, o.fileMiB,
+		o.spawns, o.poolHandouts, o.spawnN, o.branches, o.chainDepth, o.chainSamples) < 0 {
 		return errors.New("counts and sizes must not be negative")
+	}
+	if o.poolHandouts > 0 && o.poolSize < 1 {
+		return errors.New("--pool-size must be at least 1 for pool hand-outs")
+	}
+	if o.spawnN > apitype.MaxN {
+		return fmt.Errorf("--spawn-n must be at most %d", apitype.MaxN)
+	}
+	if o.branchMiB, err = parseMiBList(*branchMiB); err != nil {
+		return fmt.Errorf("--branch-mib: %w", err)
+	}
+	if err := o.selectGroups(*only, *skip); err != nil {
+		return err
 	}
 	cl, daemon, err := c.client()
 	if err != nil {
@@ -185,8 +233,24 @@ func (b *bencher) run(ctx context.Context) (benchReport, error) {
 	if b.o.creates > 0 {
 		add(b.benchCreate(ctx, info))
 	}
+	if b.o.execs > 0 || b.o.evals > 0 || b.o.fileMiB > 0 {
+		b.runWarm(ctx, info, add)
+	}
+	if b.o.snapshotsWanted() {
+		b.runSnapshotBenches(ctx, info, add)
+	}
+	addColdBaseline(rep.Results)
+	if err := ctx.Err(); err != nil {
+		// Everything made is deleted by now; a report of canceled
+		// calls is worth nothing.
+		return rep, fmt.Errorf("interrupted: %w", err)
+	}
+	return rep, nil
+}
 
-	// The other benchmarks share one warm sandbox.
+// runWarm runs the benchmarks that share one warm sandbox: exec, eval
+// and file transfers.
+func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(benchResult)) {
 	sbs, err := b.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: ttlWithin(info, time.Hour)})
 	for _, sb := range sbs {
 		defer b.destroy(ctx, sb.ID)
@@ -201,7 +265,7 @@ func (b *bencher) run(ctx context.Context) (benchReport, error) {
 			r.Error = err.Error()
 			add(r)
 		}
-		return rep, nil
+		return
 	}
 	sb := sbs[0]
 	b.logf("warm sandbox %s", sb.ID)
@@ -227,7 +291,6 @@ func (b *bencher) run(ctx context.Context) (benchReport, error) {
 		add(up)
 		add(down)
 	}
-	return rep, nil
 }
 
 // ttlWithin returns want, in seconds, or the daemon's maximum if lower,

@@ -4,6 +4,7 @@
 //	cove image build           build the guest image
 //	cove create|ls|exec|cp|kill|info|bench ...   talk to a running daemon
 //	cove snapshot|spawn|branch ...               snapshots and their children
+//	cove mcp                   MCP server over stdio, for Claude Code, Cursor, ...
 package main
 
 import (
@@ -40,6 +41,7 @@ func commands() map[string]command {
 		"branch":   {"snapshot a running sandbox, and start children from it: cove branch ID -n N", runBranch},
 		"info":     {"show the daemon's backend, versions and limits", runInfo},
 		"bench":    {"measure cove against its baselines, JSON out", runBench},
+		"mcp":      {"serve cove's tools to an MCP client over stdio (COVE_URL, COVE_TOKEN)", runMCP},
 		"version":  {"print the version", runVersion},
 	}
 }

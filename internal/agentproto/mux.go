@@ -11,7 +11,7 @@ import (
 // stream can carry a file at full speed across a link with some latency.
 func muxConfig() *yamux.Config {
 	c := yamux.DefaultConfig()
-	c.MaxStreamWindowSize = 16 << 20
+	c.MaxStreamWindowSize = 4 << 20
 	c.EnableKeepAlive = true
 	c.KeepAliveInterval = 10 * time.Second
 	c.ConnectionWriteTimeout = 30 * time.Second

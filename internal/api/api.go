@@ -26,6 +26,9 @@ type Config struct {
 	// Info describes the daemon for GET /v1/info.
 	Info   func(ctx context.Context) apitype.Info
 	Logger *slog.Logger
+	// MCP, if set, is served at /mcp (MCP Streamable HTTP) behind the same
+	// API-key check as every other route.
+	MCP http.Handler
 }
 
 // Server is the REST API.
@@ -84,6 +87,10 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /sandboxes/{id}/exec", s.data(s.exec))
 	m.HandleFunc("PUT /sandboxes/{id}/files/{path...}", s.data(s.compatPutFile))
 	m.HandleFunc("DELETE /sandboxes/{id}", s.auth(s.deleteSandbox))
+
+	if s.cfg.MCP != nil {
+		m.HandleFunc("/mcp", s.auth(s.cfg.MCP.ServeHTTP))
+	}
 
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, http.StatusNotFound, apitype.CodeNotFound, fmt.Sprintf("no route for %s %s: see docs/API.md", r.Method, r.URL.Path))

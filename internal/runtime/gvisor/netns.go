@@ -29,6 +29,9 @@ const (
 
 const netnsDir = "/var/run/netns"
 
+// mtu of the veth pair.
+const mtu = 65000
+
 func guestNetns(id string) string { return "cove-" + id + "-g" }
 func hostNetns(id string) string  { return "cove-" + id + "-h" }
 
@@ -41,8 +44,10 @@ func setupNetns(ctx context.Context, id string) error {
 	if err := ip(ctx, "", nil, "netns", "add", h); err != nil {
 		return err
 	}
-	hostCmds := fmt.Sprintf("link add veth0 address %s type veth peer name eth0 address %s netns %s\n"+
-		"addr add %s dev veth0\nlink set veth0 up\nlink set lo up\n", hostMAC, guestMAC, g, hostAddr)
+	// A large MTU: the agent channel carries files, and netstack's cost is
+	// per packet.
+	hostCmds := fmt.Sprintf("link add veth0 mtu %d address %s type veth peer name eth0 mtu %d address %s netns %s\n"+
+		"addr add %s dev veth0\nlink set veth0 up\nlink set lo up\n", mtu, hostMAC, mtu, guestMAC, g, hostAddr)
 	if err := ip(ctx, h, strings.NewReader(hostCmds), "-batch", "-"); err != nil {
 		return err
 	}

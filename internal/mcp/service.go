@@ -1,0 +1,105 @@
+package mcp
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+func (s *Server) pingSandbox(ctx context.Context, req *sdk.CallToolRequest, in DataRef) (*sdk.CallToolResult, apitype.PingResponse, error) {
+	token, err := s.token(req, in)
+	if err != nil {
+		return nil, apitype.PingResponse{}, err
+	}
+	res, err := s.api.Ping(ctx, in.SandboxID, token)
+	if err != nil {
+		return nil, apitype.PingResponse{}, s.explain(ctx, err, in.SandboxID)
+	}
+	return nil, res, nil
+}
+
+type exposeIn struct {
+	DataRef
+	Port int `json:"port" jsonschema:"the TCP port a server listens on inside the sandbox"`
+}
+
+type exposeOut struct {
+	URL string `json:"url"`
+}
+
+func (s *Server) exposePort(ctx context.Context, req *sdk.CallToolRequest, in exposeIn) (*sdk.CallToolResult, exposeOut, error) {
+	return nil, exposeOut{}, fmt.Errorf("expose_port is not available yet: cove sandboxes have no network in this version, so a port cannot be reached from outside. " +
+		"Test the server from inside the sandbox instead, e.g. exec_command `curl -s localhost:PORT/`")
+}
+
+type usageOut struct {
+	SandboxesAlive     int       `json:"sandboxes_alive" jsonschema:"sandboxes alive on the daemon, from every client"`
+	MaxSandboxes       int       `json:"max_sandboxes"`
+	RemainingSandboxes int       `json:"remaining_sandboxes" jsonschema:"how many more can be created now"`
+	Limits             Limits    `json:"limits"`
+	SessionSandboxes   []Sandbox `json:"session_sandboxes" jsonschema:"the live sandboxes whose tokens this session holds"`
+}
+
+// Limits are the daemon's bounds on one request.
+type Limits = apitype.Limits
+
+func (s *Server) getUsage(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, usageOut, error) {
+	info, err := s.api.Info(ctx)
+	if err != nil {
+		return nil, usageOut{}, s.explain(ctx, err, "")
+	}
+	list, err := s.api.ListSandboxes(ctx)
+	if err != nil {
+		return nil, usageOut{}, s.explain(ctx, err, "")
+	}
+	st, now := s.session(req), time.Now()
+	out := usageOut{
+		SandboxesAlive: len(list), MaxSandboxes: info.Limits.MaxSandboxes, Limits: info.Limits,
+		RemainingSandboxes: max(0, info.Limits.MaxSandboxes-len(list)),
+		SessionSandboxes:   []Sandbox{},
+	}
+	for _, sb := range list {
+		if st.hasToken(sb.ID) {
+			sb.Token = ""
+			out.SessionSandboxes = append(out.SessionSandboxes, toSandbox(sb, st, now))
+		}
+	}
+	sort.Slice(out.SessionSandboxes, func(i, j int) bool {
+		return out.SessionSandboxes[i].CreatedAtUnix < out.SessionSandboxes[j].CreatedAtUnix
+	})
+	return nil, out, nil
+}
+
+type serviceInfoOut struct {
+	Version       string `json:"version" jsonschema:"the cove daemon's version"`
+	MCPVersion    string `json:"mcp_server_version" jsonschema:"this MCP server's version"`
+	URL           string `json:"url" jsonschema:"the daemon this MCP server talks to"`
+	Backend       string `json:"backend" jsonschema:"the isolation backend, such as gvisor"`
+	BackendReason string `json:"backend_reason"`
+	RuntimeVer    string `json:"runtime_version"`
+	DefaultImage  string `json:"default_image"`
+	Network       string `json:"network"`
+	Limits        Limits `json:"limits"`
+}
+
+func (s *Server) getServiceInfo(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, serviceInfoOut, error) {
+	info, err := s.api.Info(ctx)
+	if err != nil {
+		return nil, serviceInfoOut{}, s.explain(ctx, err, "")
+	}
+	ver := info.Version
+	if v, err := s.api.Version(ctx); err == nil && v.Version != "" {
+		ver = v.Version
+	}
+	return nil, serviceInfoOut{
+		Version: ver, MCPVersion: s.cfg.Version, URL: s.api.BaseURL(),
+		Backend: info.Backend, BackendReason: info.BackendReason, RuntimeVer: info.RuntimeVer,
+		DefaultImage: info.DefaultImage, Limits: info.Limits,
+		Network: "none: sandboxes cannot reach the network, and expose_port is not available yet",
+	}, nil
+}
