@@ -130,7 +130,8 @@ func (d *daemon) start() error {
 		return err
 	}
 	args := append([]string{"serve", "--addr", d.addr, "--state-dir", filepath.Join(d.dir, "state"),
-		"--image-dir", suite.imageDir, "--token-file", filepath.Join(d.dir, "token"), "--log-level", "debug"}, d.extraArgs...)
+		"--image-dir", suite.imageDir, "--token-file", filepath.Join(d.dir, "token"), "--log-level", "debug",
+		"--default-snapshot="}, d.extraArgs...)
 	cmd := exec.Command(suite.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {

@@ -29,4 +29,8 @@ echo "up: sandbox $id created; running python3 inside it"
 out=$(cove exec "$id" -- python3 -c 'import platform; print("hello from", platform.node())')
 echo "up: $out"
 [[ $out == "hello from $id" ]] || { echo "up: unexpected output" >&2; exit 1; }
+kid=$(cove spawn default -q --ttl 5m)
+trap 'cove kill "$id" "$kid" >/dev/null 2>&1 || true' EXIT
+out=$(cove exec "$kid" -- python3 -c 'print("spawned from the default snapshot")')
+echo "up: $kid: $out"
 echo "up: cove is running at $COVE_URL; API key in /etc/cove/token. Try: cove create, cove ls, cove exec ID -- CMD"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"net"
 	"os"
 	"strconv"
 	"time"
@@ -41,4 +42,18 @@ func runMCP(ctx context.Context, args []string) error {
 	cl := client.New(c.baseURL(), key, client.WithTimeout(timeout), client.WithUserAgent("cove-mcp/"+version))
 	srv := mcp.New(mcp.Config{API: cl, Version: version, Logger: log})
 	return srv.RunStdio(ctx)
+}
+
+// loopbackURL is the URL at which the daemon reaches its own listener: a
+// wildcard address (":8080") is reached on 127.0.0.1.
+func loopbackURL(addr net.Addr) string {
+	ta, ok := addr.(*net.TCPAddr)
+	if !ok {
+		return "http://" + addr.String()
+	}
+	ip := ta.IP
+	if ip == nil || ip.IsUnspecified() {
+		ip = net.IPv4(127, 0, 0, 1)
+	}
+	return "http://" + net.JoinHostPort(ip.String(), strconv.Itoa(ta.Port))
 }

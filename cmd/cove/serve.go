@@ -19,10 +19,12 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/api"
 	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/mcp"
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 func runServe(ctx context.Context, args []string) error {
@@ -44,6 +46,7 @@ func runServe(ctx context.Context, args []string) error {
 		maxSandboxes = fs.Int("max-sandboxes", 500, "most sandboxes alive at once")
 		poolSize     = fs.Int("pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
 		poolMem      = fs.Int("pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
+		defaultSnap  = fs.String("default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
 	)
 	if err := fs.Parse(args); err != nil {
@@ -106,6 +109,11 @@ func runServe(ctx context.Context, args []string) error {
 		return fmt.Errorf("recover state: %w", err)
 	}
 	defer svc.Close()
+	if *defaultSnap != "" {
+		if err := svc.EnsureSnapshot(ctx, *defaultSnap, *defaultImage); err != nil {
+			log.Warn("default snapshot not available", "tag", *defaultSnap, "err", err)
+		}
+	}
 
 	runtimeVersion := rt.Version(ctx)
 	info := func(ctx context.Context) apitype.Info {
@@ -120,12 +128,17 @@ func runServe(ctx context.Context, args []string) error {
 			},
 		}
 	}
-	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log})
-
 	l, err := net.Listen("tcp", *addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
 	}
+	// /mcp: the MCP tools call this daemon's own REST API over loopback
+	// through pkg/client, the same code path as `cove mcp` over stdio.
+	mcpSrv := mcp.New(mcp.Config{
+		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
+		Version: version, Logger: log,
+	})
+	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler()})
 	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	log.Info("cove serving", "addr", l.Addr().String(), "version", version, "sandboxes", svc.Count())
 	errc := make(chan error, 1)

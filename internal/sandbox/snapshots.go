@@ -502,3 +502,31 @@ func randHex(n int) string {
 	rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// EnsureSnapshot makes sure a snapshot named tag exists and was built from
+// the current version of image: it builds a missing one, and rebuilds a
+// stale one unless sandboxes spawned from it still run.
+func (s *Service) EnsureSnapshot(ctx context.Context, tag, image string) error {
+	imageID, _, err := s.cfg.Images.Resolve(image)
+	if err != nil {
+		return fmt.Errorf("image %q: %w", image, ErrNotFound)
+	}
+	if cur, err := s.Snapshot(tag); err == nil {
+		if cur.Image == imageID {
+			return nil
+		}
+		if cur.Children > 0 {
+			s.log.Info("snapshot is older than its image but still has children; keeping it", "tag", tag)
+			return nil
+		}
+		if err := s.DeleteSnapshot(ctx, tag); err != nil {
+			return err
+		}
+	}
+	t0 := time.Now()
+	if _, err := s.BuildSnapshot(ctx, BuildOptions{Tag: tag, Image: imageID, PoolSize: -1}); err != nil {
+		return err
+	}
+	s.log.Info("snapshot built", "tag", tag, "image", imageID, "elapsed", time.Since(t0).Round(time.Millisecond))
+	return nil
+}
