@@ -91,8 +91,8 @@ func benchTarget(name string) string {
 		return "<= 70 MiB"
 	case "branch_pause_50":
 		return "p50 <= 60 ms"
-	case chainRatioName:
-		return "<= 1.5 (depth 5 within 1.5x of depth 0)"
+	case chainRatioName(5):
+		return "<= 1.5x"
 	}
 	return ""
 }

@@ -630,9 +630,9 @@ func (s *snapBench) checkChain(ctx context.Context, tag string, depth int) error
 
 func chainRowName(d int) string { return fmt.Sprintf("chain_depth_%d", d) }
 
-// chainRatioName names the row of spawn time at the deepest level over
-// that at depth 0.
-const chainRatioName = "chain_depth_ratio"
+// chainRatioName names the row of spawn time at depth over that at
+// depth 0.
+func chainRatioName(depth int) string { return fmt.Sprintf("chain_depth_%d_vs_0", depth) }
 
 // chainRows makes a row per depth 0..depth from the spawn times measured
 // at each (lat[d]), failed rows for the depths err kept from being
@@ -646,7 +646,7 @@ func chainRows(lat [][]time.Duration, depth int, err error) []benchResult {
 			rows = append(rows, failedResult(chainRowName(d), unitMs, err))
 		}
 	}
-	ratio := benchResult{Name: chainRatioName, Unit: unitRatio}
+	ratio := benchResult{Name: chainRatioName(depth), Unit: unitRatio}
 	switch {
 	case err != nil:
 		ratio.Error = err.Error()
@@ -681,7 +681,7 @@ func isSpawnRow(name string) bool {
 	case name == "spawn", name == "pool_handout",
 		strings.HasPrefix(name, "spawn_"),
 		strings.HasPrefix(name, "branch_pause_"),
-		strings.HasPrefix(name, "chain_depth_") && name != chainRatioName:
+		strings.HasPrefix(name, "chain_depth_") && !strings.HasSuffix(name, "_vs_0"):
 		return true
 	}
 	return false

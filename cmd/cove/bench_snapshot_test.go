@@ -123,7 +123,7 @@ func TestChainRows(t *testing.T) {
 	if rows[0].P50 != 100 || rows[5].P50 != 150 {
 		t.Errorf("medians %v, %v; want 100, 150", rows[0].P50, rows[5].P50)
 	}
-	if r := rows[6]; r.Name != chainRatioName || r.Unit != unitRatio || r.P50 != 1.5 || r.Error != "" {
+	if r := rows[6]; r.Name != "chain_depth_5_vs_0" || r.Unit != unitRatio || r.P50 != 1.5 || r.Error != "" {
 		t.Errorf("ratio row = %+v", r)
 	}
 
@@ -148,7 +148,7 @@ func TestAddColdBaseline(t *testing.T) {
 		{Name: "pss_per_child", Unit: unitMiB, Baseline: &benchBaseline{Name: "cold sandbox"}},
 		{Name: "branch_pause_50", Unit: unitMs},
 		{Name: "chain_depth_3", Unit: unitMs},
-		{Name: chainRatioName, Unit: unitRatio},
+		{Name: "chain_depth_5_vs_0", Unit: unitRatio},
 		{Name: "spawn", Unit: unitMs, Error: "failed"},
 	}
 	addColdBaseline(rows)
@@ -163,7 +163,7 @@ func TestAddColdBaseline(t *testing.T) {
 			want = "runsc exec"
 		case r.Name == "pss_per_child":
 			want = "cold sandbox"
-		case r.Name == "create", r.Name == chainRatioName, r.Error != "":
+		case r.Name == "create", r.Name == "chain_depth_5_vs_0", r.Error != "":
 			want = ""
 		}
 		if got != want {
@@ -406,7 +406,7 @@ func TestSnapshotBenches(t *testing.T) {
 		byName[r.Name] = r
 	}
 	for _, name := range []string{"snapshot_build", "spawn", "pool_handout", "spawn_4", "branch_pause_0", "branch_pause_50",
-		"chain_depth_0", "chain_depth_3", chainRatioName} {
+		"chain_depth_0", "chain_depth_3", "chain_depth_3_vs_0"} {
 		r, ok := byName[name]
 		if !ok {
 			t.Errorf("no row %s", name)

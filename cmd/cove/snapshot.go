@@ -235,7 +235,7 @@ func snapshotHint(err error, tag string) error {
 	case errors.Is(err, client.ErrNotFound):
 		return fmt.Errorf("%w\n  hint: `cove snapshot ls` lists the snapshots", err)
 	case errors.Is(err, client.ErrConflict):
-		return fmt.Errorf("%w\n  hint: sandboxes spawned from %s, or snapshots branched from them, still need it; kill them first (`cove ls` shows IMAGE@%s)", err, tag, tag)
+		return fmt.Errorf("%w\n  hint: `cove ls` shows the sandboxes spawned from it as IMAGE@%s; kill them, or remove the snapshots branched from them, first", err, tag)
 	}
 	return err
 }

@@ -81,7 +81,7 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 		t.Errorf("snapshot rm b2 py: %q, %v", out, err)
 	}
 	out, err = run(runSnapshot, "rm", "--json", "py")
-	if err == nil || !strings.Contains(out, `"removed": false`) || !strings.Contains(out, "kill them first") {
+	if err == nil || !strings.Contains(out, `"removed": false`) || !strings.Contains(out, "IMAGE@py") {
 		t.Errorf("snapshot rm --json of a used snapshot: %q, %v", out, err)
 	}
 
