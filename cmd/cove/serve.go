@@ -65,11 +65,11 @@ func runServe(ctx context.Context, args []string) error {
 	if err != nil {
 		return err
 	}
-	stateDir2, err := filepath.Abs(*stateDir)
+	state, err := filepath.Abs(*stateDir)
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(stateDir2, 0o700); err != nil {
+	if err := os.MkdirAll(state, 0o700); err != nil {
 		return err
 	}
 
@@ -78,16 +78,13 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 	log.Info("backend chosen", "backend", name, "why", reason)
-	rt, err := gvisor.New(gvisor.Config{Runsc: *runsc, Dir: filepath.Join(stateDir2, "sandboxes"), Logger: log})
+	rt, err := gvisor.New(gvisor.Config{Runsc: *runsc, Dir: filepath.Join(state, "sandboxes"), Logger: log})
 	if err != nil {
 		return err
 	}
 	defer rt.Close()
-	if err := os.MkdirAll(filepath.Join(stateDir2, "sandboxes"), 0o700); err != nil {
-		return err
-	}
 
-	st, err := store.Open(ctx, filepath.Join(stateDir2, "cove.db"))
+	st, err := store.Open(ctx, filepath.Join(state, "cove.db"))
 	if err != nil {
 		return err
 	}
@@ -103,7 +100,7 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: *defaultImage, Limits: limits, Logger: log,
-		SnapshotDir: filepath.Join(stateDir2, "snapshots"), DefaultPoolSize: *poolSize, PoolMemoryMiB: *poolMem,
+		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: *poolSize, PoolMemoryMiB: *poolMem,
 	})
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("recover state: %w", err)
