@@ -55,10 +55,14 @@ func sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
 	}
 }
 
-func (s *Server) create(w http.ResponseWriter, r *http.Request) ([]sandbox.Info, bool) {
+func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]sandbox.Info, bool) {
 	var req apitype.CreateSandboxRequest
 	if err := decode(w, r, &req, true); err != nil {
 		s.fail(w, r, err)
+		return nil, false
+	}
+	if maxN == 1 && req.N > 1 {
+		s.fail(w, r, fmt.Errorf("%w: POST /sandboxes makes one sandbox: use POST /v1/sandboxes for n > 1", sandbox.ErrInvalid))
 		return nil, false
 	}
 	if req.TTLSecs < 0 {
@@ -81,7 +85,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request) ([]sandbox.Info,
 }
 
 func (s *Server) createSandboxes(w http.ResponseWriter, r *http.Request) {
-	infos, ok := s.create(w, r)
+	infos, ok := s.create(w, r, apitype.MaxN)
 	if !ok {
 		return
 	}
@@ -93,7 +97,9 @@ func (s *Server) createSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) compatCreate(w http.ResponseWriter, r *http.Request) {
-	infos, ok := s.create(w, r)
+	// The answer names one sandbox, so only one may be made; the whole
+	// request is checked before anything starts.
+	infos, ok := s.create(w, r, 1)
 	if !ok {
 		return
 	}

@@ -39,6 +39,35 @@ func (sb *Sandbox) ID() string { return sb.b.rec.ID }
 // last one broke.
 func (sb *Sandbox) agent(ctx context.Context) (*agentproto.Client, error) {
 	b := sb.b
+	if c, err := b.liveAgent(); c != nil || err != nil {
+		return c, err
+	}
+	// Reconnect under connMu only: b.mu guards fields that the reaper and
+	// List read, and must never wait on a slow dial.
+	b.connMu.Lock()
+	defer b.connMu.Unlock()
+	if c, err := b.liveAgent(); c != nil || err != nil {
+		return c, err // another call reconnected meanwhile
+	}
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	c, err := sb.s.connect(ctx, b.rec.ID)
+	if err != nil {
+		return nil, fmt.Errorf("%w: cannot reach the agent of sandbox %s: %v", ErrUnavailable, b.rec.ID, err)
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.rec.Status != StatusRunning { // destroyed while we dialled
+		c.Close()
+		return nil, fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, b.rec.Status, ErrNotFound)
+	}
+	b.agent = c
+	return c, nil
+}
+
+// liveAgent returns the sandbox's working agent connection, nil if there
+// is none, or an error if the sandbox is going away.
+func (b *box) liveAgent() (*agentproto.Client, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.rec.Status != StatusRunning {
@@ -52,14 +81,7 @@ func (sb *Sandbox) agent(ctx context.Context) (*agentproto.Client, error) {
 			return b.agent, nil
 		}
 	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := sb.s.connect(ctx, b.rec.ID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot reach the agent of sandbox %s: %v", ErrUnavailable, b.rec.ID, err)
-	}
-	b.agent = c
-	return c, nil
+	return nil, nil
 }
 
 // mapErr turns agent errors into the service's sentinels.

@@ -32,6 +32,7 @@ type fakeRuntime struct {
 	failStart   map[int]error
 	deafStart   map[int]bool // the sandbox starts but its agent never answers
 	failRestore map[int]error
+	hold        chan struct{} // when set, Start waits for it to close
 	// What happened.
 	starts       int
 	restores     int
@@ -102,7 +103,7 @@ func (a *fakeAgent) Restored(ctx context.Context, req agentproto.RestoredRequest
 func (rt *fakeRuntime) Name() string                       { return "fake" }
 func (rt *fakeRuntime) Version(ctx context.Context) string { return "fake 1" }
 
-// boot makes a running sandbox. The caller holds rt.mu.
+// bootLocked makes a running sandbox. The caller holds rt.mu.
 func (rt *fakeRuntime) bootLocked(id string) (*fakeBox, error) {
 	if _, ok := rt.boxes[id]; ok {
 		return nil, fmt.Errorf("fake: sandbox %s exists", id)
@@ -128,16 +129,26 @@ func (rt *fakeRuntime) boot(t *testing.T, id string) {
 
 func (rt *fakeRuntime) Start(ctx context.Context, spec runtime.Spec) error {
 	rt.mu.Lock()
-	defer rt.mu.Unlock()
 	rt.starts++
-	if err := rt.failStart[rt.starts]; err != nil {
+	n, hold := rt.starts, rt.hold
+	rt.mu.Unlock()
+	if hold != nil {
+		select {
+		case <-hold:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if err := rt.failStart[n]; err != nil {
 		return err
 	}
 	b, err := rt.bootLocked(spec.ID)
 	if err != nil {
 		return err
 	}
-	b.deaf = rt.deafStart[rt.starts]
+	b.deaf = rt.deafStart[n]
 	rt.specs[spec.ID] = spec
 	return nil
 }
@@ -258,10 +269,92 @@ func (rt *fakeRuntime) dropConns(id string) {
 	rt.boxes[id].conns = nil
 }
 
-func (rt *fakeRuntime) was(f func(rt *fakeRuntime) bool) bool {
+// Accessors for what happened, safe while the service runs.
+
+func (rt *fakeRuntime) startCount() int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
-	return f(rt)
+	return rt.starts
+}
+
+func (rt *fakeRuntime) restoreCount() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.restores
+}
+
+func (rt *fakeRuntime) spec(id string) runtime.Spec {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.specs[id]
+}
+
+// restoredFromOf returns the image a sandbox was restored from.
+func (rt *fakeRuntime) restoredFromOf(id string) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.restoredFrom[id]
+}
+
+// restoredCalls returns the ids a sandbox's agent was given by Restored.
+func (rt *fakeRuntime) restoredCalls(id string) []string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.restoredReq[id])
+}
+
+func (rt *fakeRuntime) warmCount(id string) int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.warmed[id]
+}
+
+func (rt *fakeRuntime) checkpointList() []fakeCheckpoint {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Clone(rt.checkpoints)
+}
+
+func (rt *fakeRuntime) wasDestroyed(id string) bool {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return slices.Contains(rt.destroyed, id)
+}
+
+// holdStarts makes every Start wait until the returned function is called.
+func (rt *fakeRuntime) holdStarts() (release func()) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	ch := make(chan struct{})
+	rt.hold = ch
+	return sync.OnceFunc(func() {
+		rt.mu.Lock()
+		rt.hold = nil
+		rt.mu.Unlock()
+		close(ch)
+	})
+}
+
+// failNthStart makes the nth Start from now fail with err.
+func (rt *fakeRuntime) failNthStart(n int, err error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.failStart[rt.starts+n] = err
+}
+
+// deafNthStart makes the nth Start from now boot a sandbox whose agent
+// never answers.
+func (rt *fakeRuntime) deafNthStart(n int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.deafStart[rt.starts+n] = true
+}
+
+// failNthRestore makes the nth Restore from now fail with err.
+func (rt *fakeRuntime) failNthRestore(n int, err error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.failRestore[rt.restores+n] = err
 }
 
 func (rt *fakeRuntime) shutdown() {
@@ -276,10 +369,24 @@ func (rt *fakeRuntime) shutdown() {
 }
 
 // fakeImages resolves image names and ids.
-type fakeImages map[string]string // name -> id
+type fakeImages struct {
+	mu  sync.Mutex
+	ids map[string]string // name -> id
+}
 
-func (im fakeImages) Resolve(nameOrID string) (id, rootfs string, err error) {
-	for name, id := range im {
+func newFakeImages(ids map[string]string) *fakeImages { return &fakeImages{ids: ids} }
+
+// set points an image name at a new id, as a rebuilt image does.
+func (im *fakeImages) set(name, id string) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	im.ids[name] = id
+}
+
+func (im *fakeImages) Resolve(nameOrID string) (id, rootfs string, err error) {
+	im.mu.Lock()
+	defer im.mu.Unlock()
+	for name, id := range im.ids {
 		if nameOrID == name || nameOrID == id {
 			return id, "fake-rootfs/" + id, nil
 		}

@@ -22,11 +22,14 @@ func (s *Service) kickPool() {
 // a time so that refilling never starves the sandboxes in use, and never
 // past the pool memory budget.
 func (s *Service) fillPools(ctx context.Context) {
+	retry := time.NewTimer(0)
+	<-retry.C
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-s.poolKick:
+		case <-retry.C:
 		}
 		for ctx.Err() == nil {
 			sn := s.nextToFill()
@@ -34,11 +37,14 @@ func (s *Service) fillPools(ctx context.Context) {
 				break
 			}
 			if !s.fillOne(ctx, sn) {
-				break // retried at the next kick
+				// Back off: a restore that failed may fail again.
+				retry.Reset(s.cfg.PoolRetry)
+				break
 			}
 		}
 	}
 }
+
 
 // nextToFill picks a snapshot whose pool is short and reserves a slot in it.
 func (s *Service) nextToFill() *snap {

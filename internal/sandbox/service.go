@@ -29,6 +29,9 @@ const (
 	StatusRunning  = "running"
 	StatusStopping = "stopping"
 	StatusPooled   = "pooled"
+	// StatusBuilding marks the sandbox a snapshot is being built in: it is
+	// never handed to anyone, and a restart destroys it.
+	StatusBuilding = "building"
 )
 
 // Images resolves an image name or id to a root filesystem.
@@ -73,6 +76,8 @@ type Config struct {
 	// PoolMemoryMiB bounds the memory (as configured limits) of all pooled
 	// sandboxes together.
 	PoolMemoryMiB int
+	// PoolRetry is how long the pool filler waits after a failed refill.
+	PoolRetry time.Duration
 }
 
 // Service manages sandboxes.
@@ -110,6 +115,8 @@ type box struct {
 	agent *agentproto.Client
 	// ckptMu serialises checkpoints of this sandbox.
 	ckptMu sync.Mutex
+	// connMu serialises reconnecting to the agent.
+	connMu sync.Mutex
 }
 
 // Info describes a sandbox. Token is set only by Create.
@@ -136,6 +143,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.StartParallelism == 0 {
 		cfg.StartParallelism = 8
+	}
+	if cfg.PoolRetry == 0 {
+		cfg.PoolRetry = 5 * time.Second
 	}
 	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, snapshots: map[string]*snap{},
 		poolKick: make(chan struct{}, 1)}

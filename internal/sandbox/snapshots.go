@@ -79,6 +79,9 @@ func snapshotSource(s *Service, sn *snap) (source, error) {
 			return s.cfg.Runtime.Restore(ctx, spec, dir)
 		},
 		pooled: func() *box {
+			// Taking from the pool, or finding it empty, is when it may
+			// need refilling.
+			defer s.kickPool()
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			for len(sn.pool) > 0 {
@@ -88,7 +91,6 @@ func snapshotSource(s *Service, sn *snap) (source, error) {
 				case <-b.agent.Closed():
 					go s.destroy(context.Background(), b) // died while waiting
 				default:
-					s.kickPool()
 					return b
 				}
 			}
@@ -163,7 +165,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	defer s.release(1)
 
-	b, err := s.launch(ctx, imageSource(s, imageID, rootfs, co.CPUs, co.MemoryMiB), StatusRunning, time.Hour, "")
+	b, err := s.launch(ctx, imageSource(s, imageID, rootfs, co.CPUs, co.MemoryMiB), StatusBuilding, time.Hour, "")
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
