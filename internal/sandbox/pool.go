@@ -45,7 +45,6 @@ func (s *Service) fillPools(ctx context.Context) {
 	}
 }
 
-
 // nextToFill picks a snapshot whose pool is short and reserves a slot in it.
 func (s *Service) nextToFill() *snap {
 	s.mu.Lock()
