@@ -100,7 +100,7 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
 // Restore implements runtime.Runtime: a new sandbox, with its own
 // namespaces and overlay, from a checkpoint made by Checkpoint.
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) error {
-	return r.launch(ctx, spec, "restore", "--detach", "--direct", "--image-path", image)
+	return r.launch(ctx, spec, "restore", "--detach", "--image-path", image)
 }
 
 // launch prepares a sandbox's directory, namespaces and bundle, then runs
