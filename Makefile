@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 IMAGES  ?= /var/lib/cove/images
 
-.PHONY: all deps build image up down test unit e2e bench vet clean
+.PHONY: all deps build image up down test unit e2e mcp-check bench vet clean
 
 all: build
 
@@ -39,7 +39,12 @@ unit: build
 e2e: image
 	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
-test: vet unit e2e
+# cove's MCP server against independent clients: the MCP inspector over
+# stdio and the MCP conformance suite against /mcp (scripts/mcp-check.sh).
+mcp-check: image
+	COVE_IMAGE_DIR=$(IMAGES) bash scripts/mcp-check.sh
+
+test: vet unit e2e mcp-check
 
 bench: up
 	$(BIN)/cove bench --out $(BIN)/bench.json

@@ -18,8 +18,12 @@ import (
 // COVE_TOKEN (else the daemon's token file) and COVE_HTTP_TIMEOUT.
 func runMCP(ctx context.Context, args []string) error {
 	fs, c := newFlagSet("mcp", "mcp [flags]   (stdio MCP server; configure with COVE_URL, COVE_TOKEN, COVE_HTTP_TIMEOUT)")
-	if _, err := parseArgs(fs, args, 0); err != nil {
+	pos, err := parseArgs(fs, args, 0)
+	if err != nil {
 		return err
+	}
+	if len(pos) > 0 {
+		return fmt.Errorf("takes no arguments, got %q: configure it with COVE_URL and COVE_TOKEN", pos)
 	}
 	// stdout carries the protocol: everything else goes to stderr, which
 	// MCP clients show in their logs.

@@ -177,6 +177,9 @@ func (s *Server) readFile(ctx context.Context, req *sdk.CallToolRequest, in read
 // whole file, with a header saying which part it is otherwise.
 func readText(out readOut) string {
 	if out.Encoding == "text" && out.Offset == 0 && out.EOF {
+		if out.Content == "" {
+			return fmt.Sprintf("(%s is empty)", out.Path)
+		}
 		return out.Content
 	}
 	var b strings.Builder

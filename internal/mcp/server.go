@@ -6,6 +6,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"io"
 	"io/fs"
 	"log/slog"
@@ -16,6 +17,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 // API is the part of *client.Client the tools use. An interface keeps the
@@ -73,10 +75,13 @@ func New(cfg Config) *Server {
 	if cfg.SessionTimeout == 0 {
 		cfg.SessionTimeout = time.Hour
 	}
-	s := &Server{api: cfg.API, cfg: cfg, log: cfg.Logger, sessions: make(map[*sdk.ServerSession]*session)}
+	// The SDK logs every session's start and end at info: too chatty for
+	// the daemon's log.
+	quiet := slog.New(minLevel{cfg.Logger.Handler(), slog.LevelWarn})
+	s := &Server{api: cfg.API, cfg: cfg, log: quiet, sessions: make(map[*sdk.ServerSession]*session)}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "cove", Title: "cove sandboxes", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
-		Logger:       cfg.Logger,
+		Logger:       quiet,
 		// Tokens and sandbox_run's sandbox live in the session, so only
 		// the protocol versions that have sessions are offered; newer
 		// clients fall back to them.
@@ -104,22 +109,31 @@ func sessionfulVersions() []string {
 	return out
 }
 
+// maxMessage bounds one MCP message, on either transport: write_file
+// carries a whole file in one, and the SDK's defaults (4 MiB over HTTP,
+// 16 MiB over stdio) would cap files far below the REST API's JSON bound.
+const maxMessage = 64 << 20
+
 // Handler returns the Streamable HTTP handler: one MCP session per client.
 // It does no authentication; the daemon wraps it in its API-key check.
 func (s *Server) Handler() http.Handler {
 	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
-		SessionTimeout: s.cfg.SessionTimeout,
-		Logger:         s.log,
+		SessionTimeout:      s.cfg.SessionTimeout,
+		Logger:              s.log,
+		MaxRequestBodyBytes: maxMessage,
 	})
 }
 
 // RunStdio serves one session over stdin and stdout until the client
 // closes it or ctx ends, then kills the sandbox sandbox_run made for it.
 func (s *Server) RunStdio(ctx context.Context) error {
-	err := s.srv.Run(ctx, &sdk.StdioTransport{})
+	err := s.srv.Run(ctx, &sdk.StdioTransport{MaxLineLength: maxMessage})
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 30*time.Second)
 	defer cancel()
 	s.Close(cctx)
+	if ctx.Err() != nil {
+		return nil // told to stop: a normal end
+	}
 	return err
 }
 
@@ -170,7 +184,26 @@ func (s *Server) endSession(ctx context.Context, st *session) {
 	if id == "" {
 		return
 	}
-	if err := s.api.DeleteSandbox(ctx, id); err != nil {
-		s.log.Debug("mcp: kill session sandbox", "sandbox", id, "err", err)
+	// Not found is fine: it expired, or the model killed it.
+	if err := s.api.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, client.ErrNotFound) {
+		s.log.Warn("mcp: kill the session's sandbox_run sandbox", "sandbox", id, "err", err)
 	}
+}
+
+// minLevel drops records below min.
+type minLevel struct {
+	slog.Handler
+	min slog.Level
+}
+
+func (h minLevel) Enabled(ctx context.Context, l slog.Level) bool {
+	return l >= h.min && h.Handler.Enabled(ctx, l)
+}
+
+func (h minLevel) WithAttrs(as []slog.Attr) slog.Handler {
+	return minLevel{h.Handler.WithAttrs(as), h.min}
+}
+
+func (h minLevel) WithGroup(name string) slog.Handler {
+	return minLevel{h.Handler.WithGroup(name), h.min}
 }

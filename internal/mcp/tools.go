@@ -1,6 +1,10 @@
 package mcp
 
 import (
+	"fmt"
+	"slices"
+
+	"github.com/google/jsonschema-go/jsonschema"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -31,74 +35,115 @@ func tool(name, title, description string, h hints) *sdk.Tool {
 	}
 }
 
+// add registers a tool whose schemas are inferred from its Go types, then
+// made portable: a slice is inferred as type ["null","array"], which
+// clients that map schemas to a single-type dialect (Gemini's, for one)
+// reject, and the tools never send null for one anyway.
+func add[In, Out any](srv *sdk.Server, t *sdk.Tool, h sdk.ToolHandlerFor[In, Out]) {
+	t.InputSchema = portableSchema[In]()
+	t.OutputSchema = portableSchema[Out]()
+	sdk.AddTool(srv, t, h)
+}
+
+func portableSchema[T any]() *jsonschema.Schema {
+	s, err := jsonschema.For[T](nil)
+	if err != nil {
+		panic(fmt.Sprintf("mcp: schema of %T: %v", *new(T), err)) // a programming error, caught by any test
+	}
+	singleTypes(s)
+	return s
+}
+
+// singleTypes rewrites the nullable types ["null", X] in s as X.
+func singleTypes(s *jsonschema.Schema) {
+	if s == nil {
+		return
+	}
+	if len(s.Types) == 2 && slices.Contains(s.Types, "null") {
+		s.Type = s.Types[0]
+		if s.Type == "null" {
+			s.Type = s.Types[1]
+		}
+		s.Types = nil
+	}
+	for _, p := range s.Properties {
+		singleTypes(p)
+	}
+	for _, d := range s.Defs {
+		singleTypes(d)
+	}
+	singleTypes(s.Items)
+	singleTypes(s.AdditionalProperties)
+}
+
 func (s *Server) addTools() {
 	srv := s.srv
 
 	// Templates and sandboxes.
-	sdk.AddTool(srv, tool("list_snapshots", "List snapshots",
+	add(srv, tool("list_snapshots", "List snapshots",
 		"List the snapshots (warm templates) that sandboxes can be spawned from, with their tags, sizes and how many ready sandboxes each keeps pooled. Use a tag with spawn_sandboxes or create_sandbox.",
 		readOnly()), s.listSnapshots)
-	sdk.AddTool(srv, tool("create_sandbox", "Create a sandbox",
+	add(srv, tool("create_sandbox", "Create a sandbox",
 		"Create one new isolated Linux sandbox (Debian with python3, node, git; no network access) and return its id and token. Start from a snapshot tag (fast, see list_snapshots) or cold from an image. This session remembers the token, so later calls can omit sandbox_token. For a quick command without managing a sandbox, sandbox_run is simpler.",
 		hints{}), s.createSandbox)
-	sdk.AddTool(srv, tool("spawn_sandboxes", "Spawn sandboxes from a snapshot",
+	add(srv, tool("spawn_sandboxes", "Spawn sandboxes from a snapshot",
 		"Start n sandboxes (default 1, up to the daemon's max_n) from one snapshot, each an independent copy-on-write child with the snapshot's files and warm processes. Use it to run attempts in parallel. Returns every sandbox's id and token; this session remembers the tokens.",
 		hints{}), s.spawnSandboxes)
-	sdk.AddTool(srv, tool("branch_sandbox", "Branch a running sandbox",
+	add(srv, tool("branch_sandbox", "Branch a running sandbox",
 		"Fork a running sandbox: save its full state (files, processes, Python interpreter) as a new snapshot while it keeps running, and start n children from it (default 1). Children start where the source is now and then diverge. Reports how long the source was paused (pause_ms). Returns the children's ids and tokens; this session remembers them.",
 		hints{}), s.branchSandbox)
-	sdk.AddTool(srv, tool("snapshot_sandbox", "Save a sandbox as a snapshot",
+	add(srv, tool("snapshot_sandbox", "Save a sandbox as a snapshot",
 		"Save a running sandbox's full state as a named snapshot, without starting children. The sandbox keeps running. Spawn from the snapshot later with spawn_sandboxes.",
 		hints{}), s.snapshotSandbox)
-	sdk.AddTool(srv, tool("list_sandboxes", "List sandboxes",
+	add(srv, tool("list_sandboxes", "List sandboxes",
 		"List the sandboxes alive on the daemon: id, status, snapshot, size, and seconds until each expires. session_has_token says whether this session can use a sandbox without passing sandbox_token. Never shows tokens.",
 		readOnly()), s.listSandboxes)
-	sdk.AddTool(srv, tool("get_sandbox", "Get a sandbox",
+	add(srv, tool("get_sandbox", "Get a sandbox",
 		"Show one sandbox: status, snapshot, size and seconds until it expires. Never shows its token.",
 		readOnly()), s.getSandbox)
-	sdk.AddTool(srv, tool("extend_sandbox", "Extend a sandbox's lifetime",
+	add(srv, tool("extend_sandbox", "Extend a sandbox's lifetime",
 		"Make a sandbox expire ttl_secs from now instead of at its current expiry, to keep working in it. Up to the daemon's max_ttl_secs (get_service_info).",
 		hints{idempotent: true}), s.extendSandbox)
-	sdk.AddTool(srv, tool("kill_sandbox", "Kill a sandbox",
+	add(srv, tool("kill_sandbox", "Kill a sandbox",
 		"Destroy a sandbox now, with everything in it. Cannot be undone. Do this when done with a sandbox so it stops counting against the limits.",
 		hints{destructive: true, idempotent: true}), s.killSandbox)
 
 	// Running code.
-	sdk.AddTool(srv, tool("exec_command", "Run a command in a sandbox",
+	add(srv, tool("exec_command", "Run a command in a sandbox",
 		"Run a command in a sandbox and return its stdout, stderr and exit code. Give command (a shell string run by /bin/sh -c, pipes and redirects allowed) or args (an argv list, no shell). Runs in /work unless cwd is set. Output over 64 KiB per stream is cut, keeping the start and the end; redirect large output to a file and page through it with read_file. background=true starts the command detached (cove has no process API yet: it runs via the shell with output redirected to a log file under /tmp/cove-bg/) and returns at once with its pid and log path; follow it with wait_for_text or read_file on the log, and stop it with exec_command `kill -- -PID`.",
 		hints{destructive: true}), s.execCommand)
-	sdk.AddTool(srv, tool("eval_code", "Evaluate Python in a sandbox",
+	add(srv, tool("eval_code", "Evaluate Python in a sandbox",
 		"Evaluate Python code in the sandbox's warm, persistent interpreter: variables, imports and functions defined by one call stay for the next. The value of a final expression is returned as result (its repr); print output comes back as stdout; an exception comes back as error with exit_code 1. Faster than exec_command for Python.",
 		hints{destructive: true}), s.evalCode)
-	sdk.AddTool(srv, tool("sandbox_run", "Run a command in this session's sandbox",
+	add(srv, tool("sandbox_run", "Run a command in this session's sandbox",
 		"Run a shell command in this session's own sandbox, creating it on first use and reusing it after, so files and installs persist between calls. The simplest way to run anything isolated from the host. Returns stdout, stderr, exit code and the sandbox_id (usable with every other tool, without a sandbox_token). The sandbox is killed when this MCP session ends; if it expired meanwhile, a fresh one is made and the result says so.",
 		hints{destructive: true}), s.sandboxRun)
 
 	// Files.
-	sdk.AddTool(srv, tool("write_file", "Write a file in a sandbox",
+	add(srv, tool("write_file", "Write a file in a sandbox",
 		"Create or replace a file in a sandbox, creating parent directories. content is UTF-8 text, or base64 with encoding=base64 for binary data. Relative paths are under /work.",
 		hints{destructive: true, idempotent: true}), s.writeFile)
-	sdk.AddTool(srv, tool("read_file", "Read a file in a sandbox",
+	add(srv, tool("read_file", "Read a file in a sandbox",
 		"Read a file from a sandbox, at most 64 KiB per call: pass offset (and limit) to page through bigger files; the result gives next_offset and says when the end was reached. Text comes back as text; binary data as base64 with its mime type; PNG, JPEG, GIF and WebP images up to 4 MiB come back as an image.",
 		readOnly()), s.readFile)
-	sdk.AddTool(srv, tool("list_files", "List files in a sandbox",
+	add(srv, tool("list_files", "List files in a sandbox",
 		"List a directory in a sandbox (default /work), descending depth levels (default 1): path, type, size, mode, modification time.",
 		readOnly()), s.listFiles)
-	sdk.AddTool(srv, tool("wait_for_text", "Wait for text in a file",
+	add(srv, tool("wait_for_text", "Wait for text in a file",
 		"Block until a file in a sandbox contains the given text, or timeout_secs pass (default 30). Use it to wait for a background command's log line such as 'listening on' or a marker your script writes when done. found=false means it timed out.",
 		readOnly()), s.waitForText)
 
 	// Health, network and the service.
-	sdk.AddTool(srv, tool("ping_sandbox", "Ping a sandbox",
+	add(srv, tool("ping_sandbox", "Ping a sandbox",
 		"Check that a sandbox is alive and its agent answers; reports the round-trip latency and uptime.",
 		readOnly()), s.pingSandbox)
-	sdk.AddTool(srv, tool("expose_port", "Expose a port",
+	add(srv, tool("expose_port", "Expose a port",
 		"Get a URL that reaches a server listening on a port inside a sandbox. Not available yet: cove sandboxes have no network yet, so this returns an error; reach servers from inside the sandbox with exec_command (curl localhost:PORT).",
 		hints{idempotent: true}), s.exposePort)
-	sdk.AddTool(srv, tool("get_usage", "Get usage and remaining quota",
+	add(srv, tool("get_usage", "Get usage and remaining quota",
 		"Show how many sandboxes are alive against the daemon's limit, how many more can be made, the per-sandbox limits, and the sandboxes this session made with their expiry.",
 		readOnly()), s.getUsage)
-	sdk.AddTool(srv, tool("get_service_info", "Get service info",
+	add(srv, tool("get_service_info", "Get service info",
 		"Show the cove daemon's version, isolation backend and why it was chosen, default image, and limits (lifetime, CPUs, memory, sandboxes, batch size).",
 		readOnly()), s.getServiceInfo)
 }
