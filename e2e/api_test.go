@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -136,6 +137,21 @@ func TestFilesListAndWait(t *testing.T) {
 	}
 	if out := execOK(t, d, sb, "./dir/sub/run.sh && stat -c %a dir/sub/run.sh"); out != "ran\n755\n" {
 		t.Fatalf("uploaded script: %q", out)
+	}
+	// Ranges: query parameters and a Range header.
+	rc, fi, err := d.c.GetFileRange(ctx, sb.id, sb.token, "dir/sub/run.sh", 3, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	part, _ := io.ReadAll(rc)
+	rc.Close()
+	if string(part) != "bin" || fi.Size != 19 {
+		t.Fatalf("range read: %q of %d bytes", part, fi.Size)
+	}
+	status, body := rawCall(t, "GET", d.url+"/v1/sandboxes/"+sb.id+"/files?path=dir/sub/run.sh",
+		map[string]string{"Authorization": "Bearer " + d.key, apitype.SandboxTokenHeader: sb.token, "Range": "bytes=10-"}, "")
+	if status != 206 || string(body) != "echo ran\n" {
+		t.Fatalf("Range bytes=10-: %d %q", status, body)
 	}
 	list, err := d.c.ListFiles(ctx, sb.id, sb.token, "/work", 3)
 	if err != nil {

@@ -121,7 +121,23 @@ func (a *Agent) Get(ctx context.Context, req agentproto.GetRequest) (agentproto.
 		f.Close()
 		return info, nil, err
 	}
-	return fileInfo(p, fi), f, nil
+	if req.Offset == 0 && req.Length == 0 {
+		return fileInfo(p, fi), f, nil
+	}
+	if req.Offset < 0 || req.Length < 0 || req.Offset > fi.Size() {
+		f.Close()
+		return info, nil, agentproto.Errorf(agentproto.CodeInvalid, "range offset %d length %d is outside %s (%d bytes)", req.Offset, req.Length, p, fi.Size())
+	}
+	if _, err := f.Seek(req.Offset, io.SeekStart); err != nil {
+		f.Close()
+		return info, nil, fsError(err)
+	}
+	return fileInfo(p, fi), readCloser{io.LimitReader(f, req.Span(fi.Size())), f}, nil
+}
+
+type readCloser struct {
+	io.Reader
+	io.Closer
 }
 
 func checkRegular(p string, fi fs.FileInfo) error {

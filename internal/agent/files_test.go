@@ -197,6 +197,41 @@ func TestGetErrors(t *testing.T) {
 	}
 }
 
+func TestGetRange(t *testing.T) {
+	e := newTestEnv(t)
+	if err := os.WriteFile(filepath.Join(e.dir, "f"), []byte("0123456789"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		offset, length int64
+		want, code     string
+	}{
+		{0, 0, "0123456789", ""},
+		{3, 0, "3456789", ""},
+		{3, 4, "3456", ""},
+		{8, 100, "89", ""},
+		{10, 0, "", ""},
+		{11, 0, "", agentproto.CodeInvalid},
+		{-1, 0, "", agentproto.CodeInvalid},
+		{0, -5, "", agentproto.CodeInvalid},
+	}
+	for _, tt := range tests {
+		info, rc, err := e.c.Get(testCtx(t), agentproto.GetRequest{Path: "f", Offset: tt.offset, Length: tt.length})
+		if tt.code != "" {
+			wantCode(t, err, tt.code)
+			continue
+		}
+		if err != nil {
+			t.Fatalf("offset %d length %d: %v", tt.offset, tt.length, err)
+		}
+		b, err := io.ReadAll(rc)
+		rc.Close()
+		if err != nil || string(b) != tt.want || info.Size != 10 {
+			t.Errorf("offset %d length %d: %q (size %d), %v; want %q", tt.offset, tt.length, b, info.Size, err, tt.want)
+		}
+	}
+}
+
 func TestList(t *testing.T) {
 	e := newTestEnv(t)
 	mtime := time.Unix(1700000000, 0)

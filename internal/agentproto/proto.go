@@ -165,9 +165,21 @@ type PutRequest struct {
 	Mode uint32 `json:"mode,omitempty"` // permission bits; 0 means 0644
 }
 
-// GetRequest reads a file; its content follows the Response as Data frames.
+// GetRequest reads a file, or the part of it from Offset, at most Length
+// bytes (0: to the end); the content follows the Response as Data frames.
 type GetRequest struct {
-	Path string `json:"path"`
+	Path   string `json:"path"`
+	Offset int64  `json:"offset,omitempty"`
+	Length int64  `json:"length,omitempty"`
+}
+
+// Span returns how many bytes a GetRequest reads from a file of size bytes.
+func (r GetRequest) Span(size int64) int64 {
+	n := max(size-r.Offset, 0)
+	if r.Length > 0 {
+		n = min(n, r.Length)
+	}
+	return n
 }
 
 // FileInfo describes one file.

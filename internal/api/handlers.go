@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"sort"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
@@ -252,25 +253,85 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox
 	writeJSON(w, http.StatusOK, fileInfo(info))
 }
 
+// getFile streams a file. A range, from `offset`/`length` query
+// parameters or a single `Range: bytes=a-b` header, answers 206 with only
+// those bytes, so that large files can be read in pieces.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
-	info, rc, err := sb.Get(r.Context(), r.URL.Query().Get("path"))
+	req, ranged, err := fileRange(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	info, rc, err := sb.Get(r.Context(), req)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	defer rc.Close()
+	span := req.Span(info.Size)
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Length", strconv.FormatInt(info.Size, 10))
+	h.Set("Content-Length", strconv.FormatInt(span, 10))
 	h.Set("X-File-Mode", fmt.Sprintf("%04o", info.Mode))
+	h.Set("X-File-Size", strconv.FormatInt(info.Size, 10))
+	h.Set("Accept-Ranges", "bytes")
 	h.Set("Last-Modified", time.Unix(info.MtimeUnix, 0).UTC().Format(http.TimeFormat))
-	w.WriteHeader(http.StatusOK)
-	if n, err := io.Copy(w, rc); err != nil || n != info.Size {
+	status := http.StatusOK
+	if ranged {
+		status = http.StatusPartialContent
+		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", req.Offset, req.Offset+span-1, info.Size))
+	}
+	w.WriteHeader(status)
+	if n, err := io.Copy(w, rc); err != nil || n != span {
 		// The status is sent; cutting the connection is the only way left
 		// to tell the client the content is incomplete.
-		s.log.Warn("file download cut short", "sandbox", sb.ID(), "path", info.Path, "sent", n, "size", info.Size, "err", err)
+		s.log.Warn("file download cut short", "sandbox", sb.ID(), "path", info.Path, "sent", n, "want", span, "err", err)
 		panic(http.ErrAbortHandler)
 	}
+}
+
+// fileRange reads the part of a file a GET asks for.
+func fileRange(r *http.Request) (agentproto.GetRequest, bool, error) {
+	q := r.URL.Query()
+	req := agentproto.GetRequest{Path: q.Get("path")}
+	bad := func(what string) error {
+		return fmt.Errorf("%w: %s: want non-negative byte counts", sandbox.ErrInvalid, what)
+	}
+	var err error
+	ranged := false
+	if v := q.Get("offset"); v != "" {
+		if req.Offset, err = strconv.ParseInt(v, 10, 64); err != nil || req.Offset < 0 {
+			return req, false, bad("offset " + v)
+		}
+		ranged = true
+	}
+	if v := q.Get("length"); v != "" {
+		if req.Length, err = strconv.ParseInt(v, 10, 64); err != nil || req.Length < 0 {
+			return req, false, bad("length " + v)
+		}
+		ranged = true
+	}
+	if v := r.Header.Get("Range"); v != "" && !ranged {
+		// One range, "bytes=a-" or "bytes=a-b"; suffix and multiple ranges
+		// are not served.
+		spec, ok := strings.CutPrefix(v, "bytes=")
+		a, b, dash := strings.Cut(spec, "-")
+		if !ok || !dash || a == "" || strings.Contains(b, ",") {
+			return req, false, bad("Range " + v)
+		}
+		if req.Offset, err = strconv.ParseInt(a, 10, 64); err != nil || req.Offset < 0 {
+			return req, false, bad("Range " + v)
+		}
+		if b != "" {
+			end, err := strconv.ParseInt(b, 10, 64)
+			if err != nil || end < req.Offset {
+				return req, false, bad("Range " + v)
+			}
+			req.Length = end - req.Offset + 1
+		}
+		ranged = true
+	}
+	return req, ranged, nil
 }
 
 func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {

@@ -236,6 +236,21 @@ func (f *fakeAPI) PutFile(ctx context.Context, id, token, path string, mode fs.F
 	return apitype.FileInfo{Path: path, Type: "file", Size: int64(len(b)), Mode: fmt.Sprintf("%04o", mode)}, nil
 }
 
+func (f *fakeAPI) GetFileRange(ctx context.Context, id, token, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error) {
+	rc, fi, err := f.GetFile(ctx, id, token, path)
+	if err != nil {
+		return nil, fi, err
+	}
+	if offset > fi.Size {
+		return nil, fi, &client.Error{Status: 400, Code: apitype.CodeBadRequest, Message: fmt.Sprintf("range offset %d is outside %s (%d bytes)", offset, path, fi.Size)}
+	}
+	io.CopyN(io.Discard, rc, offset)
+	if length > 0 {
+		return io.NopCloser(io.LimitReader(rc, length)), fi, nil
+	}
+	return rc, fi, nil
+}
+
 func (f *fakeAPI) GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -43,6 +43,7 @@ type API interface {
 	ListFiles(ctx context.Context, id, token, path string, depth int) (apitype.ListFilesResponse, error)
 	PutFile(ctx context.Context, id, token, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error)
 	GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error)
+	GetFileRange(ctx context.Context, id, token, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error)
 }
 
 // Config configures a Server.

@@ -161,16 +161,20 @@ func (sb *Sandbox) Put(ctx context.Context, req agentproto.PutRequest, r io.Read
 	return info, mapErr(err)
 }
 
-// Get opens a file for reading; the caller closes the reader.
-func (sb *Sandbox) Get(ctx context.Context, path string) (agentproto.FileInfo, io.ReadCloser, error) {
-	if _, err := agentproto.ResolvePath(path); err != nil {
+// Get opens a file, or a range of it, for reading; the caller closes the
+// reader, which yields req.Span(info.Size) bytes.
+func (sb *Sandbox) Get(ctx context.Context, req agentproto.GetRequest) (agentproto.FileInfo, io.ReadCloser, error) {
+	if _, err := agentproto.ResolvePath(req.Path); err != nil {
 		return agentproto.FileInfo{}, nil, mapErr(err)
+	}
+	if req.Offset < 0 || req.Length < 0 {
+		return agentproto.FileInfo{}, nil, invalidf("offset and length must not be negative")
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
 		return agentproto.FileInfo{}, nil, err
 	}
-	info, rc, err := a.Get(ctx, agentproto.GetRequest{Path: path})
+	info, rc, err := a.Get(ctx, req)
 	return info, rc, mapErr(err)
 }
 

@@ -299,7 +299,18 @@ func (c *Client) PutFile(ctx context.Context, id, token, path string, mode fs.Fi
 // for, Type "file", Size from Content-Length (-1 if unknown), and Mode and
 // MtimeUnix when the daemon sends them. Only ctx bounds the call.
 func (c *Client) GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error) {
-	req, err := c.newRequest(ctx, http.MethodGet, sandboxPath(id, "/files"), url.Values{"path": {path}}, token)
+	return c.GetFileRange(ctx, id, token, path, 0, 0)
+}
+
+// GetFileRange streams at most length bytes (0: all) of a file, starting at
+// offset. The FileInfo's Size is the whole file's size.
+func (c *Client) GetFileRange(ctx context.Context, id, token, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error) {
+	q := url.Values{"path": {path}}
+	if offset != 0 || length != 0 {
+		q.Set("offset", strconv.FormatInt(offset, 10))
+		q.Set("length", strconv.FormatInt(length, 10))
+	}
+	req, err := c.newRequest(ctx, http.MethodGet, sandboxPath(id, "/files"), q, token)
 	if err != nil {
 		return nil, apitype.FileInfo{}, err
 	}
@@ -316,6 +327,9 @@ func (c *Client) GetFile(ctx context.Context, id, token, path string) (io.ReadCl
 		Type: "file",
 		Size: resp.ContentLength,
 		Mode: resp.Header.Get("X-File-Mode"),
+	}
+	if n, err := strconv.ParseInt(resp.Header.Get("X-File-Size"), 10, 64); err == nil {
+		fi.Size = n
 	}
 	if t, err := http.ParseTime(resp.Header.Get("Last-Modified")); err == nil {
 		fi.MtimeUnix = t.Unix()
