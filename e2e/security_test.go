@@ -1,0 +1,86 @@
+package e2e
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+// TestSandboxIsolation tries, from inside a sandbox, to reach what it must
+// not: the daemon's API, the host side of its own link, other sandboxes,
+// the host's processes, and any route out. No packet leaves the sandbox's
+// own namespaces: every address tried is on its own link or its loopback.
+func TestSandboxIsolation(t *testing.T) {
+	d := suite.shared
+	sbs := create(t, d, apitype.CreateSandboxRequest{N: 2})
+	a, b := sbs[0], sbs[1]
+	t.Cleanup(func() {
+		d.c.DeleteSandbox(context.Background(), a.id)
+		d.c.DeleteSandbox(context.Background(), b.id)
+	})
+	port := d.addr[strings.LastIndexByte(d.addr, ':')+1:]
+
+	// A marker only b serves: a must not be able to reach it.
+	execOK(t, d, b, "cd /tmp && echo secret-of-b > marker && (python3 -m http.server 8000 >/dev/null 2>&1 &) ; sleep 1")
+
+	probe := `import socket, sys
+def tryconnect(host, port):
+    s = socket.socket()
+    s.settimeout(1)
+    try:
+        s.connect((host, port))
+        s.sendall(b"GET /marker HTTP/1.0\r\n\r\n")
+        return s.recv(4096).decode(errors="replace")
+    except Exception as e:
+        return "blocked: %s" % type(e).__name__
+for host, port in [("127.0.0.1", int(sys.argv[1])), ("10.77.0.1", int(sys.argv[1])), ("10.77.0.1", 22), ("10.77.0.1", 8000), ("10.77.0.2", 8000)]:
+    print(host, port, tryconnect(host, port))
+`
+	res, err := d.c.Exec(context.Background(), a.id, a.token, apitype.ExecRequest{Args: []string{"python3", "-c", probe, port}, TimeoutSecs: 60})
+	if err != nil || res.ExitCode != 0 {
+		t.Fatalf("probe: %+v %v", res, err)
+	}
+	for _, line := range strings.Split(strings.TrimSpace(res.Stdout), "\n") {
+		if !strings.Contains(line, "blocked") {
+			t.Errorf("sandbox reached something: %s", line)
+		}
+	}
+	// The probe itself works: b reaches its own server.
+	own := strings.Replace(probe, `for host, port in [`, `for host, port in [("127.0.0.1", 8000)] or [`, 1)
+	res, err = d.c.Exec(context.Background(), b.id, b.token, apitype.ExecRequest{Args: []string{"python3", "-c", own, port}, TimeoutSecs: 60})
+	if err != nil || !strings.Contains(res.Stdout, "secret-of-b") {
+		t.Fatalf("control probe inside b did not reach b's own server: %+v %v", res, err)
+	}
+
+	// No route out: the only route is the agent's link.
+	routes := execOK(t, d, a, "ip route; ip -6 route")
+	for _, r := range strings.Split(strings.TrimSpace(routes), "\n") {
+		if strings.HasPrefix(r, "default") || !strings.Contains(r, "scope link") {
+			t.Errorf("sandbox has a route beyond its own link: %q", r)
+		}
+	}
+	if out := execOK(t, d, a, "ip route get 192.0.2.1 2>&1 || true"); !strings.Contains(strings.ToLower(out), "unreachable") {
+		t.Errorf("ip route get to an outside address: %q", out)
+	}
+
+	// Only the sandbox's own processes are visible, with the agent as PID 1.
+	ps := execOK(t, d, a, "ps -eo pid,comm --no-headers")
+	for _, bad := range []string{"runsc", "cove serve", "sshd", "systemd"} {
+		if strings.Contains(ps, bad) {
+			t.Errorf("sandbox sees host process %q:\n%s", bad, ps)
+		}
+	}
+	if f := strings.Fields(ps); len(f) < 2 || f[0] != "1" || f[1] != "cove-agent" {
+		t.Errorf("PID 1 is not cove-agent:\n%s", ps)
+	}
+
+	// One sandbox's token opens no other sandbox.
+	status, _ := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+b.id+"/exec",
+		map[string]string{"Authorization": "Bearer " + d.key, apitype.SandboxTokenHeader: a.token}, `{"args":["true"]}`)
+	if status != http.StatusForbidden {
+		t.Errorf("sandbox a's token on sandbox b: status %d, want 403", status)
+	}
+}
