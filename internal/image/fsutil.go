@@ -1,19 +1,17 @@
 package image
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
-	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cove-sandbox/cove/internal/mount"
 )
 
 // tmpPrefix marks work in progress. Anything under an image directory (or
@@ -69,105 +67,9 @@ func removeStale(dir string) error {
 	return errors.Join(errs...)
 }
 
-// removeTree is os.RemoveAll that first detaches any mount at or below
-// path. A build killed mid-debootstrap leaves proc, sysfs or even a bind
-// of the host's /dev mounted in its rootfs, and RemoveAll would otherwise
-// descend into them and delete the host's files.
-func removeTree(path string) error {
-	if err := unmountUnder(path); err != nil {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	mounts, err := mountsUnder(path)
-	if err != nil {
-		return fmt.Errorf("remove %s: %w", path, err)
-	}
-	if len(mounts) > 0 {
-		return fmt.Errorf("remove %s: refusing, still mounted: %s", path, strings.Join(mounts, ", "))
-	}
-	return os.RemoveAll(path)
-}
-
-// unmountUnder lazily unmounts everything mounted at or below path,
-// deepest first.
-func unmountUnder(path string) error {
-	mounts, err := mountsUnder(path)
-	if err != nil {
-		return err
-	}
-	var errs []error
-	for _, m := range mounts {
-		if err := syscall.Unmount(m, syscall.MNT_DETACH); err != nil && !errors.Is(err, syscall.EINVAL) {
-			errs = append(errs, fmt.Errorf("unmount %s: %w", m, err))
-		}
-	}
-	return errors.Join(errs...)
-}
-
-// mountsUnder lists the mount points at or below path, deepest first.
-func mountsUnder(path string) ([]string, error) {
-	abs, err := filepath.Abs(path)
-	if err != nil {
-		return nil, err
-	}
-	// mountinfo shows resolved paths.
-	if r, err := filepath.EvalSymlinks(abs); err == nil {
-		abs = r
-	} else if errors.Is(err, fs.ErrNotExist) {
-		return nil, nil
-	}
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	mounts, err := parseMountinfo(f)
-	if err != nil {
-		return nil, err
-	}
-	var under []string
-	for _, m := range mounts {
-		if m == abs || strings.HasPrefix(m, abs+"/") {
-			under = append(under, m)
-		}
-	}
-	// Deepest first; repeated entries (stacked mounts) stay adjacent.
-	slices.SortStableFunc(under, func(a, b string) int { return len(b) - len(a) })
-	return under, nil
-}
-
-// parseMountinfo returns the mount points (field 5) of a mountinfo file.
-func parseMountinfo(r io.Reader) ([]string, error) {
-	var mps []string
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64<<10), 1<<20)
-	for sc.Scan() {
-		f := strings.Fields(sc.Text())
-		if len(f) < 5 {
-			continue
-		}
-		mps = append(mps, unescapeMountinfo(f[4]))
-	}
-	return mps, sc.Err()
-}
-
-// unescapeMountinfo undoes the kernel's octal escaping (\040 for space).
-func unescapeMountinfo(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
+// removeTree removes a build's leftovers without following a mount a
+// killed build left in them into the host's files.
+func removeTree(path string) error { return mount.RemoveAll(path) }
 
 // writeFileAtomic replaces path with data: a reader sees the old content
 // or the new, never a mix, and the new content is on disk before it shows.

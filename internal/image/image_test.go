@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/cove-sandbox/cove/internal/mount"
 )
 
 // seed writes a fake published image, as Build would leave it.
@@ -176,23 +178,6 @@ func TestSetCurrent(t *testing.T) {
 	}
 }
 
-func TestParseMountinfo(t *testing.T) {
-	in := `22 1 254:0 / / rw,relatime shared:1 - ext4 /dev/vda rw
-36 22 0:5 / /var/lib/cove/images/base/.tmp-x/rootfs/proc rw,nosuid - proc proc rw
-37 22 0:6 / /mnt/with\040space rw - tmpfs tmpfs rw
-38 22 0:7 / /mnt/back\134slash rw - tmpfs tmpfs rw
-short line
-`
-	got, err := parseMountinfo(strings.NewReader(in))
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := []string{"/", "/var/lib/cove/images/base/.tmp-x/rootfs/proc", "/mnt/with space", `/mnt/back\slash`}
-	if strings.Join(got, "|") != strings.Join(want, "|") {
-		t.Errorf("got %q, want %q", got, want)
-	}
-}
-
 // TestRemoveTreeUnmounts checks the guard that keeps a cleanup from
 // descending into a mount left in a dead build's rootfs.
 func TestRemoveTreeUnmounts(t *testing.T) {
@@ -214,7 +199,7 @@ func TestRemoveTreeUnmounts(t *testing.T) {
 	if _, err := os.Stat(root); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("still there: %v", err)
 	}
-	if m, _ := mountsUnder(root); len(m) > 0 {
+	if m, _ := mount.Under(root); len(m) > 0 {
 		t.Errorf("still mounted: %v", m)
 	}
 }

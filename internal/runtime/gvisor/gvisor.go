@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/mount"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
@@ -236,13 +237,11 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err := teardownNetns(ctx, id); err != nil {
 		errs = append(errs, err)
 	}
-	dir := r.sandboxDir(id)
-	unmountUnder(dir)
-	unmountUnder(filepath.Join(r.root, id))
-	if err := os.RemoveAll(dir); err != nil {
-		errs = append(errs, err)
+	for _, dir := range []string{r.sandboxDir(id), filepath.Join(r.root, id)} {
+		if err := mount.RemoveAll(dir); err != nil {
+			errs = append(errs, err)
+		}
 	}
-	os.RemoveAll(filepath.Join(r.root, id))
 	return errors.Join(errs...)
 }
 
@@ -279,8 +278,7 @@ const nullNetns = "null-netns"
 // Close releases what the runtime holds beyond its sandboxes, which keep
 // running so that the next daemon can re-attach to them.
 func (r *Runtime) Close() error {
-	unmountUnder(filepath.Join(r.root, nullNetns))
-	return nil
+	return mount.UnmountUnder(filepath.Join(r.root, nullNetns))
 }
 
 func (r *Runtime) runscCmd(ctx context.Context, args ...string) ([]byte, error) {
@@ -343,44 +341,3 @@ func containsID(args []string, id string) bool {
 	}
 	return false
 }
-
-// unmountUnder lazily unmounts every mount at or below dir, deepest first.
-func unmountUnder(dir string) {
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		return
-	}
-	var mounts []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) < 5 {
-			continue
-		}
-		mp := unescapeMount(f[4])
-		if mp == dir || strings.HasPrefix(mp, dir+"/") {
-			mounts = append(mounts, mp)
-		}
-	}
-	for i := len(mounts) - 1; i >= 0; i-- {
-		unix.Unmount(mounts[i], unix.MNT_DETACH)
-	}
-}
-
-func unescapeMount(s string) string {
-	if !strings.Contains(s, `\`) {
-		return s
-	}
-	var b strings.Builder
-	for i := 0; i < len(s); i++ {
-		if s[i] == '\\' && i+3 < len(s) {
-			if n, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
-				b.WriteByte(byte(n))
-				i += 3
-				continue
-			}
-		}
-		b.WriteByte(s[i])
-	}
-	return b.String()
-}
-
