@@ -455,7 +455,7 @@ func TestDataPlane(t *testing.T) {
 	if got := e.exec(t, info.ID, info.Token, "cat dir/a.txt"); got != "content" {
 		t.Errorf("cat = %q", got)
 	}
-	_, rc, err := sb.Get(ctx, "dir/a.txt")
+	_, rc, err := sb.Get(ctx, agentproto.GetRequest{Path: "dir/a.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,8 +501,9 @@ func TestDataPlane(t *testing.T) {
 			_, err := sb.Put(ctx, agentproto.PutRequest{Path: "dir"}, strings.NewReader(""))
 			return err
 		}, ErrInvalid},
-		{"get dotdot", func() error { _, _, err := sb.Get(ctx, "a/../b"); return err }, ErrInvalid},
-		{"get missing", func() error { _, _, err := sb.Get(ctx, "missing"); return err }, ErrNotFound},
+		{"get dotdot", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "a/../b"}); return err }, ErrInvalid},
+		{"get missing", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "missing"}); return err }, ErrNotFound},
+		{"get negative offset", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "dir/a.txt", Offset: -1}); return err }, ErrInvalid},
 		{"list deep", func() error { _, err := sb.List(ctx, agentproto.ListRequest{Path: ".", Depth: 65}); return err }, ErrInvalid},
 		{"wait no text", func() error { _, err := sb.Wait(ctx, agentproto.WaitRequest{Path: "x"}); return err }, ErrInvalid},
 		{"wait negative timeout", func() error {
