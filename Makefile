@@ -16,6 +16,10 @@ all: build
 deps:
 	bash scripts/install-deps.sh
 
+# The QEMU microVM backend's packages (qemu, busybox-static, e2fsprogs).
+deps-qemu:
+	INSTALL_QEMU=1 bash scripts/install-deps.sh
+
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/cove ./cmd/cove
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/cove-agent ./cmd/cove-agent
@@ -23,6 +27,10 @@ build:
 # The image is content-addressed: an unchanged agent and recipe is a no-op.
 image: deps build
 	$(BIN)/cove image build --dir $(IMAGES) --agent $(BIN)/cove-agent
+
+# The image plus its VM artifacts (kernel, initrd, ext4 disk) for --backend qemu.
+image-vm: deps-qemu build
+	$(BIN)/cove image build --vm --dir $(IMAGES) --agent $(BIN)/cove-agent
 
 up: image
 	bash scripts/up.sh
@@ -33,7 +41,8 @@ down:
 vet:
 	$(GO) vet ./...
 
-unit: build
+# The QEMU runtime's tests boot real VMs, so unit tests need the VM image.
+unit: image-vm
 	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
 
 e2e: image
@@ -43,6 +52,10 @@ e2e: image
 # stdio and the MCP conformance suite against /mcp (scripts/mcp-check.sh).
 mcp-check: image
 	COVE_IMAGE_DIR=$(IMAGES) bash scripts/mcp-check.sh
+
+# The same end-to-end suite against QEMU microVMs under TCG.
+e2e-qemu: image-vm
+	COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
 test: vet unit e2e mcp-check
 

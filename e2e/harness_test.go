@@ -87,15 +87,63 @@ func imageDir() string {
 	return "/var/lib/cove/images"
 }
 
+// backend is the isolation backend the suite runs against:
+// COVE_E2E_BACKEND=gvisor (default) or qemu (under TCG: --accel tcg).
+func backend() string {
+	if b := os.Getenv("COVE_E2E_BACKEND"); b != "" {
+		return b
+	}
+	return "gvisor"
+}
+
+// backendArgs are the daemon flags that select the backend.
+func backendArgs() []string {
+	if backend() == "qemu" {
+		return []string{"--backend", "qemu", "--accel", "tcg"}
+	}
+	return nil
+}
+
+// netnsPerSandbox is how many network namespaces a sandbox holds.
+func netnsPerSandbox() int {
+	if backend() == "qemu" {
+		return 1
+	}
+	return 2
+}
+
+// isBackendProc reports whether a command line is one of the backend's
+// processes (runsc, or QEMU).
+func isBackendProc(args []string) bool {
+	base := filepath.Base(args[0])
+	if backend() == "qemu" {
+		return strings.HasPrefix(base, "qemu-system")
+	}
+	return strings.Contains(base, "runsc")
+}
+
 func missingPrereq() string {
 	if os.Geteuid() != 0 {
 		return "not root"
 	}
-	if _, err := exec.LookPath("runsc"); err != nil {
-		return "runsc not installed"
-	}
-	if _, err := image.Resolve(imageDir(), "default"); err != nil {
+	img, err := image.Resolve(imageDir(), "default")
+	if err != nil {
 		return fmt.Sprintf("no default image in %s: %v", imageDir(), err)
+	}
+	switch backend() {
+	case "gvisor":
+		if _, err := exec.LookPath("runsc"); err != nil {
+			return "runsc not installed"
+		}
+	case "qemu":
+		if _, err := exec.LookPath("qemu-system-x86_64"); err != nil {
+			return "qemu-system-x86_64 not installed"
+		}
+		if !image.VMFilesFor(img.Rootfs).Exists() {
+			return "the default image has no VM artifacts (make image-vm)"
+		}
+	default:
+		return "COVE_E2E_BACKEND=" + backend() + ": want gvisor or qemu"
 	}
 	return ""
 }
@@ -131,7 +179,7 @@ func (d *daemon) start() error {
 	}
 	args := append([]string{"serve", "--addr", d.addr, "--state-dir", filepath.Join(d.dir, "state"),
 		"--image-dir", suite.imageDir, "--token-file", filepath.Join(d.dir, "token"), "--log-level", "debug",
-		"--default-snapshot="}, d.extraArgs...)
+		"--default-snapshot="}, append(backendArgs(), d.extraArgs...)...)
 	cmd := exec.Command(suite.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	if err := cmd.Start(); err != nil {
@@ -265,7 +313,7 @@ func countResources(t *testing.T, stateDir string) resources {
 			continue
 		}
 		args := strings.Split(string(cmdline), "\x00")
-		if strings.Contains(filepath.Base(args[0]), "runsc") && bytes.Contains(cmdline, []byte(stateDir)) {
+		if isBackendProc(args) && bytes.Contains(cmdline, []byte(stateDir)) {
 			r.RunscProcs++
 		}
 	}

@@ -13,6 +13,11 @@ RUNSC_VERSION="${RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}"
 RUNSC_CACHE="${RUNSC_CACHE:-/var/cache/cove/runsc}"
 RUNSC_DEST="${RUNSC_DEST:-/usr/local/bin/runsc}"
 APT_PACKAGES=(debootstrap iproute2 nftables ca-certificates)
+# The QEMU microVM backend (cove serve --backend qemu, cove image build
+# --vm): only when asked, so the gVisor path stays lean.
+if [[ ${INSTALL_QEMU:-0} == 1 ]]; then
+	APT_PACKAGES+=(qemu-system-x86 qemu-utils busybox-static e2fsprogs util-linux)
+fi
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }
 die() { log "error: $*"; exit 1; }

@@ -11,7 +11,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/image"
 )
 
-const imageUsageText = `usage: cove image build [--dir D] [--name N] [--agent PATH] [--mirror URL] [-v]
+const imageUsageText = `usage: cove image build [--dir D] [--name N] [--agent PATH] [--mirror URL] [--vm] [-v]
        cove image ls [--dir D] [--json]
        cove image rm [--dir D] ID...
 `
@@ -60,6 +60,7 @@ func runImageBuild(ctx context.Context, args []string) error {
 	agent := fs.String("agent", "", "cove-agent binary (default: cove-agent next to the cove executable)")
 	mirror := fs.String("mirror", "", "Debian mirror `URL` (default: the host's apt source)")
 	verbose := fs.Bool("v", false, "show debootstrap and apt output")
+	vm := fs.Bool("vm", false, "also build the QEMU microVM artifacts (kernel, initrd, ext4 disk)")
 	if err := parseImageFlags(fs, args); err != nil {
 		return err
 	}
@@ -80,6 +81,7 @@ func runImageBuild(ctx context.Context, args []string) error {
 		Mirror:    *mirror,
 		Progress:  os.Stderr,
 		Verbose:   *verbose,
+		VM:        *vm,
 	})
 	if err != nil {
 		return err

@@ -20,7 +20,9 @@ import (
 	"github.com/cove-sandbox/cove/internal/api"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/mcp"
+	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
+	"github.com/cove-sandbox/cove/internal/runtime/qemu"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -35,7 +37,9 @@ func runServe(ctx context.Context, args []string) error {
 		imageDir     = fs.String("image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
 		defaultImage = fs.String("image", "default", "image for sandboxes that name none")
 		tokenFile    = fs.String("token-file", "/etc/cove/token", "API key file; created with a new key if missing")
-		backend      = fs.String("backend", "auto", "isolation backend: auto or gvisor")
+		backend      = fs.String("backend", "auto", "isolation backend: auto, gvisor or qemu")
+		accel        = fs.String("accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
+		qemuUser     = fs.String("qemu-user", "", "unprivileged user QEMU runs as (e.g. cove-qemu); empty for root")
 		runsc        = fs.String("runsc", "runsc", "path to runsc")
 		defaultTTL   = fs.Duration("default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
 		maxTTL       = fs.Duration("max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
@@ -73,14 +77,33 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 
-	name, reason, err := chooseBackend(*backend)
+	var vmFiles image.VMFiles
+	if img, err := image.Resolve(*imageDir, *defaultImage); err == nil {
+		vmFiles = image.VMFilesFor(img.Rootfs)
+	}
+	name, acc, reason, err := chooseBackend(ctx, *backend, *accel, vmFiles)
 	if err != nil {
 		return err
 	}
-	log.Info("backend chosen", "backend", name, "why", reason)
-	rt, err := gvisor.New(gvisor.Config{Runsc: *runsc, Dir: filepath.Join(state, "sandboxes"), Logger: log})
-	if err != nil {
-		return err
+	log.Info("backend chosen", "backend", name, "accel", acc, "why", reason)
+	var rt interface {
+		runtime.Runtime
+		Close() error
+	}
+	var runscRoot, runscPath string
+	switch name {
+	case "qemu":
+		q, err := qemu.New(qemu.Config{Dir: filepath.Join(state, "sandboxes"), Accel: acc, User: *qemuUser, Logger: log})
+		if err != nil {
+			return err
+		}
+		rt = q
+	default:
+		g, err := gvisor.New(gvisor.Config{Runsc: *runsc, Dir: filepath.Join(state, "sandboxes"), Logger: log})
+		if err != nil {
+			return err
+		}
+		rt, runscRoot, runscPath = g, g.RunscRoot(), g.RunscPath()
 	}
 	defer rt.Close()
 
@@ -116,7 +139,7 @@ func runServe(ctx context.Context, args []string) error {
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
 			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion,
-			DefaultImage: *defaultImage, Sandboxes: svc.Count(), RunscRoot: rt.RunscRoot(), RunscPath: rt.RunscPath(),
+			DefaultImage: *defaultImage, Sandboxes: svc.Count(), RunscRoot: runscRoot, RunscPath: runscPath,
 			Limits: apitype.Limits{
 				DefaultTTLSecs: int64(limits.DefaultTTL.Seconds()), MaxTTLSecs: int64(limits.MaxTTL.Seconds()),
 				DefaultCPUs: limits.DefaultCPUs, MaxCPUs: limits.MaxCPUs,
@@ -152,19 +175,38 @@ func runServe(ctx context.Context, args []string) error {
 	return nil
 }
 
-// chooseBackend picks the isolation backend and says why.
-func chooseBackend(want string) (name, reason string, err error) {
+// chooseBackend picks the isolation backend (and QEMU's accelerator) and
+// says why. auto takes QEMU only with KVM, and only when a probe guest
+// really boots under it; TCG is for those who ask (--backend qemu --accel
+// tcg).
+func chooseBackend(ctx context.Context, want, accel string, vf image.VMFiles) (name, acc, reason string, err error) {
+	switch accel {
+	case "auto", "kvm", "tcg":
+	default:
+		return "", "", "", fmt.Errorf("--accel %q: want auto, kvm or tcg", accel)
+	}
 	switch want {
 	case "gvisor":
-		return "gvisor", "chosen with --backend gvisor", nil
-	case "auto":
-		why := "no /dev/kvm on this host"
-		if _, err := os.Stat("/dev/kvm"); err == nil {
-			why = "/dev/kvm exists, but the QEMU microVM backend is not in this build yet"
+		return "gvisor", "", "chosen with --backend gvisor", nil
+	case "qemu":
+		switch accel {
+		case "kvm", "tcg":
+			return "qemu", accel, "chosen with --backend qemu --accel " + accel, nil
 		}
-		return "gvisor", "auto: " + why + "; gVisor needs no hardware virtualisation", nil
+		if err := qemu.ProbeKVM(ctx, "", vf); err != nil {
+			return "qemu", "tcg", "chosen with --backend qemu; TCG because " + err.Error(), nil
+		}
+		return "qemu", "kvm", "chosen with --backend qemu; a KVM probe guest booted", nil
+	case "auto":
+		if accel == "tcg" {
+			return "gvisor", "", "auto: --accel tcg does not pick QEMU on its own (use --backend qemu); gVisor needs no hardware virtualisation", nil
+		}
+		if err := qemu.ProbeKVM(ctx, "", vf); err != nil {
+			return "gvisor", "", "auto: QEMU+KVM unusable: " + err.Error() + "; gVisor needs no hardware virtualisation", nil
+		}
+		return "qemu", "kvm", "auto: a KVM probe guest booted: QEMU microVMs under KVM", nil
 	}
-	return "", "", fmt.Errorf("--backend %q: want auto or gvisor", want)
+	return "", "", "", fmt.Errorf("--backend %q: want auto, gvisor or qemu", want)
 }
 
 // loadOrCreateKey reads the API key, creating the file with a fresh key on

@@ -208,5 +208,6 @@ func (a *Agent) dropInterp(p *interp) {
 // snapshot starts with the same interpreter state, so reseed it.
 func (a *Agent) Restored(ctx context.Context, req agentproto.RestoredRequest) error {
 	a.log.Info("restored from a snapshot", "sandbox", req.SandboxID)
+	restoredFixups(a.log, req)
 	return a.Reseed(ctx)
 }

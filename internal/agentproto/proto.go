@@ -223,6 +223,15 @@ type WaitResult struct {
 // RestoredRequest carries a restored sandbox's new identity.
 type RestoredRequest struct {
 	SandboxID string `json:"sandbox_id"`
+	// Seed, if set, is fresh entropy for the guest kernel's RNG: the clones
+	// of a VM snapshot share its pool (gVisor reseeds on its own).
+	Seed []byte `json:"seed,omitempty"`
+	// TimeUnixNano, if set, is the host's time: a restored VM's clock is
+	// as old as its snapshot.
+	TimeUnixNano int64 `json:"time_unix_nano,omitempty"`
+	// Hostname, if set, is the restored sandbox's hostname (a VM's kernel
+	// keeps the snapshot's).
+	Hostname string `json:"hostname,omitempty"`
 }
 
 // DefaultWaitTimeout applies when WaitRequest.TimeoutMs is 0.

@@ -24,6 +24,11 @@ type BuildOptions struct {
 	Progress  io.Writer    // human-readable stages; nil for none
 	Verbose   bool         // also copy debootstrap and apt output to Progress
 	Logger    *slog.Logger // nil for none
+	// VM also makes the QEMU backend's artifacts (vm.go): kernel, initrd
+	// and ext4 disk. VMKernelDeb, if set, is the kernel .deb to use
+	// instead of the newest one apt knows.
+	VM          bool
+	VMKernelDeb string
 
 	// buildBase populates a base rootfs; tests replace debootstrap.
 	buildBase baseFunc
@@ -112,6 +117,11 @@ func (b *builder) build(ctx context.Context) (Image, error) {
 			return Image{}, err
 		}
 		img.Current = true
+		if b.opts.VM {
+			if err := b.ensureVM(ctx, img); err != nil {
+				return Image{}, err
+			}
+		}
 		b.prog.printf("image: %s is up to date", id)
 		b.log.Info("image up to date", "id", id)
 		return img, nil
@@ -139,6 +149,11 @@ func (b *builder) build(ctx context.Context) (Image, error) {
 		return Image{}, err
 	}
 	img.Current = true
+	if b.opts.VM {
+		if err := b.ensureVM(ctx, img); err != nil {
+			return Image{}, err
+		}
+	}
 	b.prog.printf("image: %s ready in %.1fs: %s, %s", id, time.Since(start).Seconds(), img.Rootfs, humanBytes(img.Manifest.SizeBytes))
 	b.log.Info("image built", "id", id, "rootfs", img.Rootfs, "size", img.Manifest.SizeBytes, "elapsed", time.Since(start))
 	return img, nil

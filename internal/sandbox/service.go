@@ -343,7 +343,11 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	}
 	if err == nil && src.snapshotTag != "" {
 		// Clones of one snapshot share the interpreter's random state.
-		err = b.agent.Restored(ctx, agentproto.RestoredRequest{SandboxID: rec.ID})
+		seed := make([]byte, 64)
+		rand.Read(seed)
+		err = b.agent.Restored(ctx, agentproto.RestoredRequest{
+			SandboxID: rec.ID, Hostname: rec.ID, Seed: seed, TimeUnixNano: time.Now().UnixNano(),
+		})
 	}
 	if err == nil {
 		err = s.cfg.Store.SetStatus(ctx, rec.ID, status)

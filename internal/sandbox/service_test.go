@@ -503,7 +503,10 @@ func TestDataPlane(t *testing.T) {
 		}, ErrInvalid},
 		{"get dotdot", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "a/../b"}); return err }, ErrInvalid},
 		{"get missing", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "missing"}); return err }, ErrNotFound},
-		{"get negative offset", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "dir/a.txt", Offset: -1}); return err }, ErrInvalid},
+		{"get negative offset", func() error {
+			_, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "dir/a.txt", Offset: -1})
+			return err
+		}, ErrInvalid},
 		{"list deep", func() error { _, err := sb.List(ctx, agentproto.ListRequest{Path: ".", Depth: 65}); return err }, ErrInvalid},
 		{"wait no text", func() error { _, err := sb.Wait(ctx, agentproto.WaitRequest{Path: "x"}); return err }, ErrInvalid},
 		{"wait negative timeout", func() error {

@@ -1,17 +1,13 @@
 package gvisor
 
 import (
-	"bytes"
 	"context"
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
-	"runtime"
 	"strings"
-	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/cove-sandbox/cove/internal/netns"
 )
 
 // Every sandbox gets two network namespaces joined by a veth pair: the guest
@@ -27,7 +23,7 @@ const (
 	guestMAC  = "02:c0:7e:00:00:02"
 )
 
-const netnsDir = "/var/run/netns"
+const netnsDir = netns.Dir
 
 // mtu of the veth pair.
 const mtu = 65000
@@ -71,67 +67,10 @@ func teardownNetns(ctx context.Context, id string) error {
 }
 
 func ip(ctx context.Context, ns string, stdin *strings.Reader, args ...string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	if ns != "" {
-		args = append([]string{"-n", ns}, args...)
-	}
-	cmd := exec.CommandContext(ctx, "ip", args...)
-	if stdin != nil {
-		cmd.Stdin = stdin
-	}
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return fmt.Errorf("ip %s: %w: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
-	}
-	return nil
+	return netns.IP(ctx, ns, stdin, args...)
 }
 
-// dialInNetns connects to addr from inside the named network namespace. The
-// socket is created while the OS thread is in that namespace and stays bound
-// to it after the thread returns to the daemon's own.
+// dialInNetns connects to addr from inside the named network namespace.
 func dialInNetns(ctx context.Context, ns, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
-	go func() {
-		// The thread is never unlocked if restoring the namespace fails, so
-		// the runtime discards it instead of reusing a thread in the wrong
-		// namespace.
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(netnsDir + "/" + ns)
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("open netns %s: %w", ns, err)}
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("setns %s: %w", ns, err)}
-			return
-		}
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", addr)
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			if conn != nil {
-				conn.Close()
-			}
-			ch <- result{err: fmt.Errorf("return from netns %s: %w", ns, err)}
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- result{conn, err}
-	}()
-	r := <-ch
-	return r.conn, r.err
+	return netns.Dial(ctx, ns, addr)
 }

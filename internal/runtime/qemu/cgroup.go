@@ -1,0 +1,70 @@
+package qemu
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"time"
+)
+
+// The VM's QEMU runs in a cgroup named like gVisor's sandboxes' (cove/<id>)
+// with the sandbox's CPU quota and a memory limit of the guest's RAM plus
+// QEMU's own overhead. The guest kernel enforces the guest's limit itself:
+// a runaway process inside meets the guest's OOM killer, not the host's.
+const (
+	cgroupRoot     = "/sys/fs/cgroup"
+	cpuPeriod      = 100000
+	memOverheadMiB = 384 // TCG translation cache, QEMU heap, page tables
+)
+
+func cgroupDirs(id string) []string {
+	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
+		return []string{filepath.Join(cgroupRoot, "cove", id)} // cgroup v2
+	}
+	return []string{filepath.Join(cgroupRoot, "cpu", "cove", id), filepath.Join(cgroupRoot, "memory", "cove", id)}
+}
+
+// joinCgroup puts pid into the sandbox's cgroups, made with its limits.
+func joinCgroup(id string, pid, cpus, memMiB int) error {
+	mem := strconv.FormatInt(int64(memMiB+memOverheadMiB)<<20, 10)
+	quota := strconv.Itoa(max(cpus, 1) * cpuPeriod)
+	var errs []error
+	for _, d := range cgroupDirs(id) {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		var files [][2]string
+		switch filepath.Base(filepath.Dir(filepath.Dir(d))) {
+		case "cpu":
+			files = [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", quota}}
+		case "memory":
+			files = [][2]string{{"memory.limit_in_bytes", mem}}
+		default:
+			files = [][2]string{{"cpu.max", quota + " " + strconv.Itoa(cpuPeriod)}, {"memory.max", mem}}
+		}
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(d, f[0]), []byte(f[1]), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("cgroup %s: %w", f[0], err))
+			}
+		}
+		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
+			errs = append(errs, fmt.Errorf("cgroup %s: %w", d, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// removeCgroup removes the sandbox's cgroups once their processes are gone.
+func removeCgroup(id string) {
+	for _, d := range cgroupDirs(id) {
+		for i := 0; i < 50; i++ {
+			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}

@@ -1,0 +1,122 @@
+package qemu
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+)
+
+// Guest network identity, the same for every VM (see image.VMGuestAddr):
+// each VM has its own network namespace holding one tap device.
+const (
+	tapName  = "tap0"
+	hostMAC  = "02:c0:7e:00:00:01"
+	guestMAC = "02:c0:7e:00:00:02"
+	hostAddr = "10.77.0.1/30"
+	guestIP  = "10.77.0.2"
+	mtu      = 65000
+)
+
+// vmConfig is everything the QEMU command line depends on.
+type vmConfig struct {
+	Dir       string // the VM's own directory: sockets, logs, overlay
+	Kernel    string
+	Initrd    string
+	Disk      string // the VM's active qcow2 overlay
+	MemPath   string // memory-backend-file path
+	MemShared bool   // share=on (the VM owns MemPath) or a private CoW mapping
+	MemoryMiB int
+	CPUs      int
+	Accel     string // "tcg" or "kvm"
+	Hostname  string
+	ID        string
+	Incoming  bool // -incoming defer: wait for migrate-incoming
+	Sandbox   bool // -sandbox on,...
+}
+
+func (c vmConfig) qmpPath() string { return filepath.Join(c.Dir, "qmp.sock") }
+
+func onOff(b bool) string {
+	if b {
+		return "on"
+	}
+	return "off"
+}
+
+// kernelVerbosity is "quiet" unless COVE_QEMU_DEBUG is set.
+var kernelVerbosity = func() string {
+	if os.Getenv("COVE_QEMU_DEBUG") != "" {
+		return "earlyprintk=ttyS0 loglevel=7"
+	}
+	return "quiet"
+}()
+
+// args builds QEMU's command line: a microvm with the kernel booted
+// directly, virtio-mmio disk, network and RNG, RAM in a file.
+func (c vmConfig) args() []string {
+	cpu := "max"
+	accel := "tcg,tb-size=256"
+	if c.Accel == "kvm" {
+		cpu, accel = "host,-arch-capabilities", "kvm"
+	}
+	a := []string{
+		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=mem",
+		"-accel", accel,
+		"-cpu", cpu,
+		"-m", strconv.Itoa(c.MemoryMiB),
+		"-smp", strconv.Itoa(max(c.CPUs, 1)),
+		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
+		"-kernel", c.Kernel,
+		"-initrd", c.Initrd,
+		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 %scove.hostname=%s cove.id=%s", tscArgs(c.Accel), c.Hostname, c.ID),
+		"-chardev", "file,id=con,path=" + filepath.Join(c.Dir, "console.log"),
+		"-serial", "chardev:con",
+		"-netdev", "tap,id=net0,ifname=" + tapName + ",script=no,downscript=no",
+		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", guestMAC, mtu),
+		"-blockdev", "driver=qcow2,node-name=root,cache.direct=off,file.driver=file,file.filename=" + c.Disk,
+		"-device", "virtio-blk-device,drive=root",
+		"-object", "rng-random,id=rng0,filename=/dev/urandom",
+		"-device", "virtio-rng-device,rng=rng0",
+		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared)),
+		"-qmp", "unix:" + c.qmpPath() + ",server=on,wait=off",
+	}
+	if c.Sandbox {
+		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
+	}
+	if c.Incoming {
+		a = append(a, "-incoming", "defer")
+	}
+	return a
+}
+
+// tscArgs tells a TCG guest its TSC's rate. Under TCG the guest's TSC is
+// the host's, and microvm offers no HPET or PM timer to calibrate it
+// against: on a busy host the PIT calibration fails and the guest hangs
+// early in boot. KVM guests calibrate through kvmclock.
+func tscArgs(accel string) string {
+	if accel == "kvm" || hostTSCkHz == 0 {
+		return ""
+	}
+	return fmt.Sprintf("tsc_early_khz=%d tsc=reliable ", hostTSCkHz)
+}
+
+// hostTSCkHz is the host's TSC rate as the kernel reports it in
+// /proc/cpuinfo ("cpu MHz"), or 0 if unknown.
+var hostTSCkHz = func() int {
+	b, err := os.ReadFile("/proc/cpuinfo")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		k, v, ok := strings.Cut(line, ":")
+		if ok && strings.TrimSpace(k) == "cpu MHz" {
+			mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			if err == nil && mhz > 0 {
+				return int(mhz * 1000)
+			}
+		}
+	}
+	return 0
+}()

@@ -1,0 +1,780 @@
+// Package qemu runs sandboxes as QEMU microVMs: each with its own guest
+// kernel (Debian's cloud kernel), an ext4 root disk behind a per-VM qcow2
+// overlay, RAM in a file (so a golden snapshot's clones map it
+// copy-on-write), and a per-VM network namespace holding one tap device.
+//
+// The agent listens on TCP 10.77.0.2:7070 inside the guest, exactly as
+// under gVisor; the daemon dials it from the VM's namespace, so every VM
+// (and every clone of one snapshot) has the same addresses.
+package qemu
+
+import (
+	"context"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/netns"
+	"github.com/cove-sandbox/cove/internal/runtime"
+)
+
+// Config configures the runtime.
+type Config struct {
+	Qemu  string // qemu-system-x86_64; default from PATH
+	Dir   string // one directory per VM; absolute
+	Accel string // "tcg" or "kvm"; default "tcg"
+	// User, if set, is the unprivileged user QEMU runs as (its VM
+	// directory and tap belong to it).
+	User string
+	// NoSandbox drops QEMU's -sandbox seccomp filter (debugging only).
+	NoSandbox bool
+	Logger    *slog.Logger
+}
+
+// Runtime is the QEMU microVM backend.
+type Runtime struct {
+	cfg      Config
+	qemu     string
+	qemuImg  string
+	uid, gid int // -1 when QEMU runs as root
+	log      *slog.Logger
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// callTimeout bounds every helper command (qemu-img, ip).
+const callTimeout = 30 * time.Second
+
+// New checks that QEMU is usable and prepares the state directory.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Qemu == "" {
+		cfg.Qemu = "qemu-system-x86_64"
+	}
+	if cfg.Accel == "" {
+		cfg.Accel = "tcg"
+	}
+	if cfg.Accel != "tcg" && cfg.Accel != "kvm" {
+		return nil, fmt.Errorf("qemu: accelerator %q: want tcg or kvm", cfg.Accel)
+	}
+	q, err := exec.LookPath(cfg.Qemu)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %s not found (%w): INSTALL_QEMU=1 scripts/install-deps.sh", cfg.Qemu, err)
+	}
+	qi, err := exec.LookPath("qemu-img")
+	if err != nil {
+		return nil, fmt.Errorf("qemu: qemu-img not found (%w)", err)
+	}
+	if !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("qemu: state dir %q must be absolute", cfg.Dir)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	r := &Runtime{cfg: cfg, qemu: q, qemuImg: qi, uid: -1, gid: -1, log: cfg.Logger}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	if cfg.User != "" {
+		u, err := user.Lookup(cfg.User)
+		if err != nil {
+			return nil, fmt.Errorf("qemu: user %q: %w", cfg.User, err)
+		}
+		r.uid, _ = strconv.Atoi(u.Uid)
+		r.gid, _ = strconv.Atoi(u.Gid)
+		// QEMU must reach its own directory below this one.
+		os.Chmod(cfg.Dir, 0o711)
+	}
+	return r, nil
+}
+
+// Name implements runtime.Runtime.
+func (r *Runtime) Name() string { return "qemu" }
+
+// Accel is the accelerator VMs run under.
+func (r *Runtime) Accel() string { return r.cfg.Accel }
+
+// Version implements runtime.Runtime.
+func (r *Runtime) Version(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, r.qemu, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line + " (" + r.cfg.Accel + ")"
+}
+
+func (r *Runtime) vmDir(id string) string { return filepath.Join(r.cfg.Dir, id) }
+
+func nsName(id string) string { return "cove-" + id + "-v" }
+
+// shmPath is where a VM that owns its RAM keeps it: tmpfs, where filling
+// pages costs far less than in a disk-backed file. The name carries a
+// hash of the state directory: ids are unique only within a daemon.
+func (r *Runtime) shmPath(id string) string {
+	h := sha256.Sum256([]byte(r.cfg.Dir))
+	return fmt.Sprintf("/dev/shm/cove-%x-%s.mem", h[:4], id)
+}
+
+// vmState is what a VM's directory records about it (vm.json).
+type vmState struct {
+	ID        string   `json:"id"`
+	Pid       int      `json:"pid"`
+	MemPath   string   `json:"mem_path"`
+	MemShared bool     `json:"mem_shared"` // the VM owns MemPath (share=on)
+	MemoryMiB int      `json:"memory_mib"`
+	CPUs      int      `json:"cpus"`
+	DiskSize  int64    `json:"disk_size"` // virtual size of the root disk
+	Layers    []string `json:"layers"`    // local qcow2 chain, oldest first; last is active
+}
+
+// snapState describes a checkpoint directory (snapshot.json).
+type snapState struct {
+	MemoryMiB   int      `json:"memory_mib"`
+	CPUs        int      `json:"cpus"`
+	MemInStream bool     `json:"mem_in_stream"` // RAM is in state.bin, not in mem
+	DiskSize    int64    `json:"disk_size"`
+	Layers      []string `json:"layers"` // hard links of the frozen chain; last is the top
+	Live        bool     `json:"live"`
+}
+
+const (
+	stateFile = "vm.json"
+	snapFile  = "snapshot.json"
+	stateBin  = "state.bin"
+	memFile   = "mem"
+)
+
+// Start implements runtime.Runtime.
+func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
+	return r.launch(ctx, spec, "")
+}
+
+// Restore implements runtime.Runtime.
+func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) error {
+	return r.launch(ctx, spec, image)
+}
+
+func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (err error) {
+	if !validID(spec.ID) {
+		return fmt.Errorf("qemu: invalid sandbox id %q", spec.ID)
+	}
+	vf := image.VMFilesFor(spec.Rootfs)
+	if !vf.Exists() {
+		return fmt.Errorf("qemu: image %s has no VM artifacts: build them with `cove image build --vm`", filepath.Dir(spec.Rootfs))
+	}
+	var ss snapState
+	if snap != "" {
+		b, err := os.ReadFile(filepath.Join(snap, snapFile))
+		if err != nil {
+			return fmt.Errorf("qemu: snapshot %s: %w", snap, err)
+		}
+		if err := json.Unmarshal(b, &ss); err != nil {
+			return fmt.Errorf("qemu: snapshot %s: %w", snap, err)
+		}
+	}
+	dir := r.vmDir(spec.ID)
+	if len(filepath.Join(dir, "qmp.sock")) >= 107 {
+		return fmt.Errorf("qemu: state dir path too long for a unix socket: %s", dir)
+	}
+	// The directory comes first: it is what List finds.
+	if err := os.Mkdir(dir, 0o700); err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	defer func() {
+		if err != nil {
+			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
+			defer cancel()
+			if derr := r.Destroy(cctx, spec.ID); derr != nil {
+				r.log.Warn("cleanup after failed start", "id", spec.ID, "err", derr)
+			}
+		}
+	}()
+	if r.uid >= 0 {
+		if err := os.Chown(dir, r.uid, r.gid); err != nil {
+			return fmt.Errorf("qemu: %w", err)
+		}
+	}
+	if err := r.setupNetns(ctx, spec.ID); err != nil {
+		return fmt.Errorf("qemu: network: %w", err)
+	}
+	st := vmState{ID: spec.ID, MemoryMiB: spec.MemoryMiB, CPUs: spec.CPUs, Layers: []string{"disk-0.qcow2"}}
+	disk := filepath.Join(dir, st.Layers[0])
+	if snap == "" {
+		fi, err := os.Stat(vf.Disk)
+		if err != nil {
+			return fmt.Errorf("qemu: %w", err)
+		}
+		st.DiskSize = fi.Size()
+		err = r.qemuImgCreate(ctx, disk, vf.Disk, "raw", st.DiskSize)
+		if err != nil {
+			return err
+		}
+	} else {
+		st.MemoryMiB, st.CPUs, st.DiskSize = ss.MemoryMiB, ss.CPUs, ss.DiskSize
+		if len(ss.Layers) == 0 {
+			return fmt.Errorf("qemu: snapshot %s has no disk", snap)
+		}
+		top, err := filepath.Abs(filepath.Join(snap, ss.Layers[len(ss.Layers)-1]))
+		if err != nil {
+			return err
+		}
+		if err := r.qemuImgCreate(ctx, disk, top, "qcow2", st.DiskSize); err != nil {
+			return err
+		}
+	}
+	if snap != "" && !ss.MemInStream {
+		st.MemPath, st.MemShared = filepath.Join(snap, memFile), false
+	} else {
+		st.MemPath, st.MemShared = r.shmPath(spec.ID), true
+	}
+	if st.MemoryMiB <= 0 {
+		st.MemoryMiB = 512
+	}
+	cfg := vmConfig{
+		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Disk: disk,
+		MemPath: st.MemPath, MemShared: st.MemShared, MemoryMiB: st.MemoryMiB, CPUs: st.CPUs,
+		Accel: r.cfg.Accel, Hostname: spec.Hostname, ID: spec.ID, Incoming: snap != "", Sandbox: !r.cfg.NoSandbox,
+	}
+	if cfg.Hostname == "" {
+		cfg.Hostname = spec.ID
+	}
+	if err := r.writeState(dir, st); err != nil {
+		return err
+	}
+	launchStart := time.Now()
+	pid, err := r.spawn(ctx, spec.ID, cfg)
+	if err != nil {
+		return err
+	}
+	st.Pid = pid
+	if err := r.writeState(dir, st); err != nil {
+		return err
+	}
+	if err := joinCgroup(spec.ID, pid, st.CPUs, st.MemoryMiB); err != nil {
+		r.log.Warn("cgroup limits not applied", "id", spec.ID, "err", err)
+	}
+	q, err := r.waitQMP(ctx, dir, pid)
+	if err != nil {
+		return err
+	}
+	r.log.Debug("qemu up", "id", spec.ID, "qmp_after", time.Since(launchStart))
+	defer q.Close()
+	if snap == "" {
+		return nil
+	}
+	return r.incoming(ctx, q, spec, snap, ss)
+}
+
+// incoming loads a checkpoint into a VM started with -incoming defer and
+// lets it run.
+func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap string, ss snapState) error {
+	t0 := time.Now()
+	f, err := os.Open(filepath.Join(snap, stateBin))
+	if err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	defer f.Close()
+	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if err := q.setCaps(mctx, map[string]bool{"x-ignore-shared": !ss.MemInStream, "pause-before-switchover": false}); err != nil {
+		return fmt.Errorf("qemu: restore: %w", err)
+	}
+	if err := q.passFD(mctx, "state", f); err != nil {
+		return fmt.Errorf("qemu: restore: %w", err)
+	}
+	if err := q.Execute(mctx, "migrate-incoming", map[string]any{"uri": "fd:state"}, nil); err != nil {
+		return fmt.Errorf("qemu: restore: %w", err)
+	}
+	if _, err := q.waitMigration(mctx, "completed"); err != nil {
+		return fmt.Errorf("qemu: restore: %w: %s", err, r.tail(spec.ID))
+	}
+	if err := q.Execute(mctx, "cont", nil, nil); err != nil {
+		return fmt.Errorf("qemu: restore: %w", err)
+	}
+	t1 := time.Now()
+	defer func() { r.log.Debug("restored", "id", spec.ID, "migrate", t1.Sub(t0), "fixups", time.Since(t1)) }()
+	// A clone shares its kernel's RNG state and a stale clock with every
+	// other clone of the snapshot: reseed it and set the time. Best effort:
+	// the service's own Restored call follows.
+	hostname := spec.Hostname
+	if hostname == "" {
+		hostname = spec.ID
+	}
+	if err := r.fixups(ctx, spec.ID, hostname); err != nil {
+		r.log.Warn("post-restore fix-ups", "id", spec.ID, "err", err)
+	}
+	return nil
+}
+
+// fixups gives a restored guest fresh entropy and the host's time.
+func (r *Runtime) fixups(ctx context.Context, id, hostname string) error {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := r.Dial(ctx, id)
+	if err != nil {
+		return err
+	}
+	c, err := agentproto.NewClient(conn)
+	if err != nil {
+		conn.Close()
+		return err
+	}
+	defer c.Close()
+	seed := make([]byte, 64)
+	rand.Read(seed)
+	return c.Restored(ctx, agentproto.RestoredRequest{SandboxID: id, Seed: seed, TimeUnixNano: time.Now().UnixNano(), Hostname: hostname})
+}
+
+// spawn starts QEMU inside the VM's network namespace and returns its pid.
+func (r *Runtime) spawn(ctx context.Context, id string, cfg vmConfig) (int, error) {
+	log, err := os.OpenFile(filepath.Join(cfg.Dir, "qemu.log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return 0, fmt.Errorf("qemu: %w", err)
+	}
+	defer log.Close()
+	args := []string{"netns", "exec", nsName(id)}
+	if r.uid >= 0 {
+		args = append(args, "setpriv", "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
+			"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
+	}
+	args = append(append(args, r.qemu), cfg.args()...)
+	// Not CommandContext: the VM outlives this call (and this daemon).
+	cmd := exec.Command("ip", args...)
+	cmd.Stdout, cmd.Stderr = log, log
+	cmd.Dir = cfg.Dir
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if err := cmd.Start(); err != nil {
+		return 0, fmt.Errorf("qemu: start: %w", err)
+	}
+	pid := cmd.Process.Pid
+	go cmd.Wait() // reap; a restarted daemon leaves that to init
+	return pid, nil
+}
+
+// waitQMP connects to a starting VM's QMP socket.
+func (r *Runtime) waitQMP(ctx context.Context, dir string, pid int) (*qmp, error) {
+	ctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	sock := filepath.Join(dir, "qmp.sock")
+	for {
+		if _, err := os.Stat(sock); err == nil {
+			q, err := dialQMP(ctx, sock)
+			if err == nil {
+				return q, nil
+			}
+		}
+		if !alive(pid) {
+			return nil, fmt.Errorf("qemu: exited at start: %s", tailFile(filepath.Join(dir, "qemu.log")))
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("qemu: no QMP socket: %w: %s", ctx.Err(), tailFile(filepath.Join(dir, "qemu.log")))
+		case <-time.After(2 * time.Millisecond):
+		}
+	}
+}
+
+func alive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	// A zombie is dead.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+func (r *Runtime) qemuImgCreate(ctx context.Context, path, backing, backingFmt string, size int64) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	// -u: the size is known, so qemu-img need not open the whole chain.
+	cmd := exec.CommandContext(ctx, r.qemuImg, "create", "-q", "-u", "-f", "qcow2", "-F", backingFmt,
+		"-b", backing, "-o", "lazy_refcounts=on", path, strconv.FormatInt(size, 10))
+	cmd.Dir = filepath.Dir(path)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("qemu-img create %s: %w: %s", path, err, strings.TrimSpace(string(out)))
+	}
+	if r.uid >= 0 {
+		return os.Chown(path, r.uid, r.gid)
+	}
+	return nil
+}
+
+func (r *Runtime) setupNetns(ctx context.Context, id string) error {
+	ns := nsName(id)
+	if err := netns.IP(ctx, "", nil, "netns", "add", ns); err != nil {
+		return err
+	}
+	owner := ""
+	if r.uid >= 0 {
+		owner = fmt.Sprintf(" user %d group %d", r.uid, r.gid)
+	}
+	cmds := fmt.Sprintf("tuntap add dev %s mode tap%s\nlink set %s address %s mtu %d\naddr add %s dev %s\nlink set %s up\nlink set lo up\n",
+		tapName, owner, tapName, hostMAC, mtu, hostAddr, tapName, tapName)
+	return netns.IP(ctx, ns, strings.NewReader(cmds), "-batch", "-")
+}
+
+func (r *Runtime) writeState(dir string, st vmState) error {
+	b, err := json.Marshal(st)
+	if err != nil {
+		return err
+	}
+	tmp := filepath.Join(dir, stateFile+".tmp")
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return fmt.Errorf("qemu: %w", err)
+	}
+	return os.Rename(tmp, filepath.Join(dir, stateFile))
+}
+
+func (r *Runtime) readState(id string) (vmState, error) {
+	var st vmState
+	b, err := os.ReadFile(filepath.Join(r.vmDir(id), stateFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return st, runtime.ErrNotFound
+	}
+	if err != nil {
+		return st, err
+	}
+	return st, json.Unmarshal(b, &st)
+}
+
+// Dial implements runtime.Runtime.
+func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
+	if !validID(id) || !netns.Exists(nsName(id)) {
+		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
+	}
+	return netns.Dial(ctx, nsName(id), net.JoinHostPort(guestIP, strconv.Itoa(agentproto.Port)))
+}
+
+// Checkpoint implements runtime.Runtime.
+//
+// Without leaveRunning (a golden snapshot) the VM is stopped, its device
+// state migrated into image/state.bin and it quits; its RAM file (when it
+// owns one) and its qcow2 chain are hard-linked into image. With
+// leaveRunning, RAM is pre-copied into state.bin while the VM runs; at the
+// switch-over the VM's active overlay is frozen and a new one stacked on
+// it, so the source and the snapshot's children diverge; then it resumes.
+func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
+	if !validID(id) {
+		return 0, runtime.ErrNotFound
+	}
+	st, err := r.readState(id)
+	if err != nil {
+		return 0, fmt.Errorf("qemu: checkpoint %s: %w", id, err)
+	}
+	dir := r.vmDir(id)
+	if err := os.MkdirAll(image, 0o755); err != nil {
+		return 0, fmt.Errorf("qemu: %w", err)
+	}
+	q, err := dialQMP(ctx, filepath.Join(dir, "qmp.sock"))
+	if err != nil {
+		return 0, fmt.Errorf("qemu: checkpoint %s: %w", id, err)
+	}
+	defer q.Close()
+	out, err := os.OpenFile(filepath.Join(image, stateBin), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
+	if err != nil {
+		return 0, fmt.Errorf("qemu: %w", err)
+	}
+	defer out.Close()
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := q.Execute(mctx, "migrate-set-parameters", map[string]any{
+		"max-bandwidth": int64(64) << 30, "downtime-limit": 20,
+	}, nil); err != nil {
+		return 0, fmt.Errorf("qemu: checkpoint: %w", err)
+	}
+	ss := snapState{MemoryMiB: st.MemoryMiB, CPUs: st.CPUs, DiskSize: st.DiskSize, Live: leaveRunning}
+	var pause time.Duration
+	if leaveRunning {
+		pause, err = r.liveCheckpoint(mctx, q, &st, out)
+		ss.MemInStream = true
+	} else {
+		ss.MemInStream = !st.MemShared
+		pause, err = r.goldenCheckpoint(mctx, q, st, out, !ss.MemInStream)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("qemu: checkpoint %s: %w: %s", id, err, r.tail(id))
+	}
+	if err := out.Sync(); err != nil {
+		return 0, fmt.Errorf("qemu: %w", err)
+	}
+	// The frozen layers: every layer below the active one, and with it
+	// when the VM stopped for good.
+	frozen := st.Layers[:len(st.Layers)-1]
+	if !leaveRunning {
+		frozen = st.Layers
+	}
+	for _, l := range frozen {
+		if err := linkOrCopy(filepath.Join(dir, l), filepath.Join(image, l)); err != nil {
+			return 0, fmt.Errorf("qemu: %w", err)
+		}
+	}
+	ss.Layers = append([]string(nil), frozen...)
+	if !ss.MemInStream {
+		if err := linkOrCopy(st.MemPath, filepath.Join(image, memFile)); err != nil {
+			return 0, fmt.Errorf("qemu: %w", err)
+		}
+	}
+	b, _ := json.Marshal(ss)
+	if err := os.WriteFile(filepath.Join(image, snapFile), b, 0o644); err != nil {
+		return 0, fmt.Errorf("qemu: %w", err)
+	}
+	return pause, nil
+}
+
+func (r *Runtime) goldenCheckpoint(ctx context.Context, q *qmp, st vmState, out *os.File, ignoreShared bool) (time.Duration, error) {
+	t0 := time.Now()
+	if err := q.Execute(ctx, "stop", nil, nil); err != nil {
+		return 0, err
+	}
+	if err := q.setCaps(ctx, map[string]bool{"x-ignore-shared": ignoreShared, "pause-before-switchover": false}); err != nil {
+		return 0, err
+	}
+	if err := q.passFD(ctx, "state", out); err != nil {
+		return 0, err
+	}
+	if err := q.Execute(ctx, "migrate", map[string]any{"uri": "fd:state"}, nil); err != nil {
+		return 0, err
+	}
+	if _, err := q.waitMigration(ctx, "completed"); err != nil {
+		return 0, err
+	}
+	// The VM is done: quit, so nothing writes its RAM file or disk again.
+	q.Execute(ctx, "quit", nil, nil)
+	waitExit(st.Pid, 10*time.Second)
+	if alive(st.Pid) {
+		unix.Kill(st.Pid, unix.SIGKILL)
+		waitExit(st.Pid, 5*time.Second)
+	}
+	return time.Since(t0), nil
+}
+
+func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *os.File) (time.Duration, error) {
+	dir := r.vmDir(st.ID)
+	// The next active overlay, made before the pause: backed by the current
+	// one through a relative name, so a later snapshot's hard links of the
+	// whole chain resolve within the snapshot directory.
+	cur := st.Layers[len(st.Layers)-1]
+	next := fmt.Sprintf("disk-%d.qcow2", len(st.Layers))
+	nextPath := filepath.Join(dir, next)
+	os.Remove(nextPath)
+	if err := r.qemuImgCreate(ctx, nextPath, cur, "qcow2", st.DiskSize); err != nil {
+		return 0, err
+	}
+	if err := q.setCaps(ctx, map[string]bool{"x-ignore-shared": false, "pause-before-switchover": true}); err != nil {
+		return 0, err
+	}
+	if err := q.passFD(ctx, "state", out); err != nil {
+		return 0, err
+	}
+	if err := q.Execute(ctx, "migrate", map[string]any{"uri": "fd:state"}, nil); err != nil {
+		return 0, err
+	}
+	// Pre-copy until the VM stops for the switch-over. Poll tightly: the
+	// pause is measured from here.
+	var stopped time.Time
+	relaxed := false
+	start := time.Now()
+	for {
+		var ms migrationStatus
+		if err := q.Execute(ctx, "query-migrate", nil, &ms); err != nil {
+			return 0, err
+		}
+		if ms.Status == "pre-switchover" {
+			stopped = time.Now()
+			break
+		}
+		if ms.Status == "failed" || ms.Status == "cancelled" {
+			return 0, fmt.Errorf("migration %s: %s", ms.Status, ms.ErrorDesc)
+		}
+		if !relaxed && time.Since(start) > 5*time.Second {
+			// A busy guest dirties RAM faster than it can be copied in the
+			// downtime asked for: accept a longer pause rather than none.
+			q.Execute(ctx, "migrate-set-parameters", map[string]any{"downtime-limit": 2000}, nil)
+			relaxed = true
+		}
+		if ctx.Err() != nil {
+			q.Execute(context.WithoutCancel(ctx), "migrate_cancel", nil, nil)
+			return 0, ctx.Err()
+		}
+		time.Sleep(500 * time.Microsecond)
+	}
+	resume := func() { q.Execute(context.WithoutCancel(ctx), "cont", nil, nil) }
+	// The VM is stopped and its disk still active: freeze the current
+	// overlay and stack the new one on it.
+	if err := q.Execute(ctx, "blockdev-snapshot-sync", map[string]any{
+		"node-name": activeNode(st), "snapshot-file": nextPath, "snapshot-node-name": nodeName(len(st.Layers)),
+		"format": "qcow2", "mode": "existing",
+	}, nil); err != nil {
+		q.Execute(context.WithoutCancel(ctx), "migrate_cancel", nil, nil)
+		resume()
+		return 0, err
+	}
+	st.Layers = append(st.Layers, next)
+	if err := r.writeState(dir, *st); err != nil {
+		return 0, err
+	}
+	if err := q.Execute(ctx, "migrate-continue", map[string]any{"state": "pre-switchover"}, nil); err != nil {
+		resume()
+		return 0, err
+	}
+	if _, err := q.waitMigration(ctx, "completed"); err != nil {
+		resume()
+		return 0, err
+	}
+	if err := q.Execute(ctx, "cont", nil, nil); err != nil {
+		return 0, err
+	}
+	return time.Since(stopped), nil
+}
+
+// nodeName is the block node of local layer i: "root" for the first.
+func nodeName(i int) string {
+	if i == 0 {
+		return "root"
+	}
+	return "root" + strconv.Itoa(i)
+}
+
+func activeNode(st *vmState) string { return nodeName(len(st.Layers) - 1) }
+
+func waitExit(pid int, d time.Duration) {
+	for deadline := time.Now().Add(d); alive(pid) && time.Now().Before(deadline); {
+		time.Sleep(5 * time.Millisecond)
+	}
+}
+
+// Destroy implements runtime.Runtime.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if !validID(id) {
+		return nil
+	}
+	dir := r.vmDir(id)
+	if st, err := r.readState(id); err == nil && st.Pid > 0 && ownsPid(st.Pid, dir) {
+		unix.Kill(st.Pid, unix.SIGKILL)
+		waitExit(st.Pid, 5*time.Second)
+	}
+	// Whatever the pid missed (a crash between spawn and vm.json): found
+	// by its command line, which names the VM's directory.
+	for _, pid := range pidsNaming(dir) {
+		unix.Kill(pid, unix.SIGKILL)
+		waitExit(pid, 5*time.Second)
+	}
+	removeCgroup(id)
+	var errs []error
+	if netns.Exists(nsName(id)) {
+		if err := netns.IP(ctx, "", nil, "netns", "delete", nsName(id)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if err := os.Remove(r.shmPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if err := os.RemoveAll(dir); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// ownsPid reports whether pid is a QEMU whose command line names dir.
+func ownsPid(pid int, dir string) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return err == nil && strings.Contains(string(b), dir+"/")
+}
+
+func pidsNaming(dir string) []int {
+	procs, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var pids []int
+	for _, p := range procs {
+		pid, err := strconv.Atoi(p.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		if ownsPid(pid, dir) && alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// List implements runtime.Runtime.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(r.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	seen := map[string]bool{}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && validID(e.Name()) {
+			seen[e.Name()] = true
+			ids = append(ids, e.Name())
+		}
+	}
+	// Namespaces and RAM files are named by id only and may belong to
+	// another daemon's VMs: a lost directory is not looked for there.
+	return ids, nil
+}
+
+// Close implements nothing for QEMU: VMs keep running for the next daemon.
+func (r *Runtime) Close() error { return nil }
+
+func (r *Runtime) tail(id string) string {
+	return tailFile(filepath.Join(r.vmDir(id), "qemu.log"))
+}
+
+func tailFile(p string) string {
+	b, _ := os.ReadFile(p)
+	if len(b) > 600 {
+		b = b[len(b)-600:]
+	}
+	return strings.TrimSpace(string(b))
+}
+
+// validID accepts the ids the sandbox service makes.
+func validID(id string) bool {
+	if id == "" || len(id) > 40 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// linkOrCopy hard-links src to dst, copying across filesystems.
+func linkOrCopy(src, dst string) error {
+	if err := os.Link(src, dst); err == nil {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	if out, err := exec.CommandContext(ctx, "cp", "--sparse=always", "--", src, dst).CombinedOutput(); err != nil {
+		return fmt.Errorf("copy %s: %w: %s", src, err, out)
+	}
+	return nil
+}

@@ -1,0 +1,196 @@
+package qemu
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// qmpTimeout bounds a QMP call whose context has no earlier deadline.
+const qmpTimeout = 15 * time.Second
+
+// qmp is a QEMU Machine Protocol client: one synchronous command at a
+// time, events skipped.
+type qmp struct {
+	mu   sync.Mutex
+	conn *net.UnixConn
+	r    *bufio.Reader
+	id   int
+}
+
+// qmpError is an error QEMU returned for a command.
+type qmpError struct {
+	Cmd   string
+	Class string `json:"class"`
+	Desc  string `json:"desc"`
+}
+
+func (e *qmpError) Error() string { return fmt.Sprintf("qmp %s: %s: %s", e.Cmd, e.Class, e.Desc) }
+
+// dialQMP connects to a QMP socket and leaves capabilities negotiation.
+func dialQMP(ctx context.Context, path string) (*qmp, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", path)
+	if err != nil {
+		return nil, err
+	}
+	q := &qmp{conn: c.(*net.UnixConn), r: bufio.NewReaderSize(c, 64<<10)}
+	q.setDeadline(ctx)
+	var greet struct {
+		QMP json.RawMessage `json:"QMP"`
+	}
+	line, err := q.r.ReadBytes('\n')
+	if err == nil {
+		err = json.Unmarshal(line, &greet)
+	}
+	if err == nil && greet.QMP == nil {
+		err = fmt.Errorf("not a QMP greeting: %.100s", line)
+	}
+	if err == nil {
+		err = q.Execute(ctx, "qmp_capabilities", nil, nil)
+	}
+	if err != nil {
+		c.Close()
+		return nil, fmt.Errorf("qmp %s: %w", path, err)
+	}
+	return q, nil
+}
+
+func (q *qmp) setDeadline(ctx context.Context) {
+	dl, ok := ctx.Deadline()
+	if !ok || time.Until(dl) > qmpTimeout {
+		dl = time.Now().Add(qmpTimeout)
+	}
+	q.conn.SetDeadline(dl)
+}
+
+// Close closes the connection.
+func (q *qmp) Close() error { return q.conn.Close() }
+
+// Execute runs cmd with args (nil for none) and decodes its return value
+// into out (nil to discard it).
+func (q *qmp) Execute(ctx context.Context, cmd string, args, out any) error {
+	return q.execute(ctx, cmd, args, out, -1)
+}
+
+// ExecuteFD runs cmd passing the file descriptor fd along (SCM_RIGHTS), as
+// getfd and add-fd want.
+func (q *qmp) ExecuteFD(ctx context.Context, cmd string, args any, fd int) error {
+	return q.execute(ctx, cmd, args, nil, fd)
+}
+
+func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) error {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.setDeadline(ctx)
+	q.id++
+	id := strconv.Itoa(q.id)
+	req := map[string]any{"execute": cmd, "id": id}
+	if args != nil {
+		req["arguments"] = args
+	}
+	b, err := json.Marshal(req)
+	if err != nil {
+		return err
+	}
+	b = append(b, '\n')
+	if fd >= 0 {
+		if _, _, err := q.conn.WriteMsgUnix(b, unix.UnixRights(fd), nil); err != nil {
+			return fmt.Errorf("qmp %s: %w", cmd, err)
+		}
+	} else if _, err := q.conn.Write(b); err != nil {
+		return fmt.Errorf("qmp %s: %w", cmd, err)
+	}
+	for {
+		line, err := q.r.ReadBytes('\n')
+		if err != nil {
+			if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
+				err = ctx.Err()
+			}
+			return fmt.Errorf("qmp %s: %w", cmd, err)
+		}
+		var resp struct {
+			ID     json.RawMessage `json:"id"`
+			Return json.RawMessage `json:"return"`
+			Error  *qmpError       `json:"error"`
+			Event  string          `json:"event"`
+		}
+		if err := json.Unmarshal(line, &resp); err != nil {
+			return fmt.Errorf("qmp %s: bad reply %.200q: %w", cmd, line, err)
+		}
+		if resp.Event != "" || string(resp.ID) != strconv.Quote(id) {
+			continue
+		}
+		if resp.Error != nil {
+			resp.Error.Cmd = cmd
+			return resp.Error
+		}
+		if out != nil && resp.Return != nil {
+			return json.Unmarshal(resp.Return, out)
+		}
+		return nil
+	}
+}
+
+// migrationStatus is the part of query-migrate the runtime reads.
+type migrationStatus struct {
+	Status    string `json:"status"`
+	ErrorDesc string `json:"error-desc"`
+	Downtime  int64  `json:"downtime"`
+	TotalTime int64  `json:"total-time"`
+	SetupTime int64  `json:"setup-time"`
+	RAM       *struct {
+		Transferred int64 `json:"transferred"`
+	} `json:"ram"`
+}
+
+// waitMigration polls query-migrate until the migration reaches one of
+// the wanted states, fails, or ctx ends.
+func (q *qmp) waitMigration(ctx context.Context, want ...string) (migrationStatus, error) {
+	delay := 500 * time.Microsecond
+	for {
+		var st migrationStatus
+		if err := q.Execute(ctx, "query-migrate", nil, &st); err != nil {
+			return st, err
+		}
+		for _, w := range want {
+			if st.Status == w {
+				return st, nil
+			}
+		}
+		switch st.Status {
+		case "failed", "cancelled":
+			return st, fmt.Errorf("migration %s: %s", st.Status, st.ErrorDesc)
+		}
+		select {
+		case <-ctx.Done():
+			return st, fmt.Errorf("migration still %q: %w", st.Status, ctx.Err())
+		case <-time.After(delay):
+		}
+		delay = min(delay*2, 20*time.Millisecond)
+	}
+}
+
+// setCaps sets migration capabilities: they are sticky, so every one the
+// runtime uses is always set explicitly.
+func (q *qmp) setCaps(ctx context.Context, caps map[string]bool) error {
+	var list []map[string]any
+	for k, v := range caps {
+		list = append(list, map[string]any{"capability": k, "state": v})
+	}
+	return q.Execute(ctx, "migrate-set-capabilities", map[string]any{"capabilities": list}, nil)
+}
+
+// passFD hands f to QEMU under name (QMP getfd).
+func (q *qmp) passFD(ctx context.Context, name string, f *os.File) error {
+	return q.ExecuteFD(ctx, "getfd", map[string]any{"fdname": name}, int(f.Fd()))
+}
