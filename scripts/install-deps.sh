@@ -56,7 +56,9 @@ find_go() {
 }
 
 cached="$RUNSC_CACHE/$RUNSC_VERSION/runsc"
-if [[ -x $cached ]]; then
+# The build stamps the pin into `runsc --version`; a cached binary without
+# it (from an older recipe) is rebuilt.
+if [[ -x $cached ]] && "$cached" --version 2>/dev/null | grep -q -- "$RUNSC_VERSION"; then
 	log "runsc $RUNSC_VERSION cached at $cached"
 else
 	GO=$(find_go) || die "go not found (looked in PATH and /usr/local/go/bin)"
@@ -67,7 +69,7 @@ else
 	# Static on purpose: a cgo runsc fails at sandbox start because the
 	# sandbox has no ELF interpreter. Build from / so no go.mod nearby
 	# (or GOFLAGS like -mod=vendor) interferes.
-	(cd / && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS= "$GO" install -ldflags='-s -w' \
+	(cd / && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS= "$GO" install -ldflags="-s -w -X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
 		"gvisor.dev/gvisor/runsc@$RUNSC_VERSION")
 	log "built runsc in $((SECONDS - start))s"
 	mkdir -p "$RUNSC_CACHE/$RUNSC_VERSION"
@@ -88,4 +90,4 @@ else
 	mv -f "$RUNSC_DEST.tmp.$$" "$RUNSC_DEST"
 fi
 
-log "runsc: $("$RUNSC_DEST" --version 2>/dev/null | head -n1 || echo unknown)"
+log "runsc: $("$RUNSC_DEST" --version 2>/dev/null | sed -n 1p)"

@@ -14,6 +14,7 @@ func snapshotInfo(i sandbox.SnapshotInfo) apitype.SnapshotInfo {
 		Tag: i.Tag, CreatedAtUnix: i.CreatedAt.Unix(), BranchedFrom: i.BranchedFrom, Parent: i.Parent,
 		Depth: i.Depth, Backend: i.Backend, Image: i.Image, CPUs: i.CPUs, MemoryMiB: i.MemoryMiB,
 		SizeBytes: i.SizeBytes, PoolSize: i.PoolSize, PoolReady: i.PoolReady, Children: i.Children,
+		RuntimeVersion: i.RuntimeVersion,
 	}
 }
 

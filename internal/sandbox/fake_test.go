@@ -32,6 +32,7 @@ type fakeRuntime struct {
 	failStart   map[int]error
 	deafStart   map[int]bool // the sandbox starts but its agent never answers
 	failRestore map[int]error
+	version     string
 	hold        chan struct{} // when set, Start waits for it to close
 	// What happened.
 	starts       int
@@ -101,7 +102,21 @@ func (a *fakeAgent) Restored(ctx context.Context, req agentproto.RestoredRequest
 }
 
 func (rt *fakeRuntime) Name() string                       { return "fake" }
-func (rt *fakeRuntime) Version(ctx context.Context) string { return "fake 1" }
+func (rt *fakeRuntime) Version(ctx context.Context) string {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	if rt.version == "" {
+		return "fake 1"
+	}
+	return rt.version
+}
+
+// setVersion changes what Version reports, as an upgrade of runsc would.
+func (rt *fakeRuntime) setVersion(v string) {
+	rt.mu.Lock()
+	rt.version = v
+	rt.mu.Unlock()
+}
 
 // bootLocked makes a running sandbox. The caller holds rt.mu.
 func (rt *fakeRuntime) bootLocked(id string) (*fakeBox, error) {

@@ -11,6 +11,7 @@ import (
 // the runtime holds that no record names is destroyed too. It then starts
 // the reaper.
 func (s *Service) Recover(ctx context.Context) error {
+	s.runtimeVersion = s.cfg.Runtime.Version(ctx)
 	if err := s.recoverSnapshots(ctx); err != nil {
 		return err
 	}

@@ -93,6 +93,10 @@ type Service struct {
 
 	stats Stats
 
+	// runtimeVersion is what the runtime reports; snapshots record it,
+	// because a checkpoint restores only under the version that wrote it.
+	runtimeVersion string
+
 	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 	poolDone   chan struct{}

@@ -711,7 +711,7 @@ func TestBuildSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := store.Snapshot{Tag: "base-1.0_x", Backend: "fake", Image: "other-0002", CPUs: 2, MemoryMiB: 512,
-		SizeBytes: sn.SizeBytes, CreatedAt: sn.CreatedAt}
+		SizeBytes: sn.SizeBytes, CreatedAt: sn.CreatedAt, RuntimeVersion: "fake 1"}
 	if sn.Snapshot != want || sn.SizeBytes == 0 || sn.PoolReady != 0 || sn.Children != 0 {
 		t.Errorf("snapshot = %+v, want %+v", sn, want)
 	}
@@ -1153,6 +1153,20 @@ func TestEnsureSnapshot(t *testing.T) {
 	if n := len(e.rt.checkpointList()); n != 2 {
 		t.Errorf("%d checkpoints, want 2", n)
 	}
+
+	// A new runtime version cannot restore the old checkpoint: spawning
+	// says so, and EnsureSnapshot rebuilds it.
+	e.rt.setVersion("fake 2")
+	e.restart(t)
+	_, err := e.svc.Create(ctx, CreateOptions{SnapshotTag: "dflt"})
+	wantErr(t, err, ErrConflict)
+	if err := e.svc.EnsureSnapshot(ctx, "dflt", "default"); err != nil {
+		t.Fatal(err)
+	}
+	if sn, _ := e.svc.Snapshot("dflt"); sn.RuntimeVersion != "fake 2" {
+		t.Errorf("after a runtime upgrade the snapshot records %q", sn.RuntimeVersion)
+	}
+	e.createOne(t, CreateOptions{SnapshotTag: "dflt"})
 
 	wantErr(t, e.svc.EnsureSnapshot(ctx, "x", "nope"), ErrNotFound)
 }

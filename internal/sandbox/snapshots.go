@@ -71,6 +71,10 @@ func snapshotSource(s *Service, sn *snap) (source, error) {
 	if sn.rootfs == "" {
 		return source{}, fmt.Errorf("snapshot %q: its image %s is gone: %w", sn.rec.Tag, sn.rec.Image, ErrNotFound)
 	}
+	if s.stale(sn) {
+		return source{}, fmt.Errorf("%w: snapshot %q was saved by %s and this daemon runs %s, which cannot restore it: delete it and build it again",
+			ErrConflict, sn.rec.Tag, sn.rec.RuntimeVersion, s.runtimeVersion)
+	}
 	dir := s.snapshotDir(sn.rec.Tag)
 	return source{
 		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, rootfs: sn.rootfs,
@@ -97,6 +101,11 @@ func snapshotSource(s *Service, sn *snap) (source, error) {
 			return nil
 		},
 	}, nil
+}
+
+// stale reports whether sn was saved by another version of the runtime.
+func (s *Service) stale(sn *snap) bool {
+	return sn.rec.RuntimeVersion != s.runtimeVersion
 }
 
 // handOut turns a pooled sandbox into a live one with its own token and
@@ -286,6 +295,7 @@ func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, ro
 	}
 	rec.SizeBytes = dirSize(tmp)
 	rec.CreatedAt = time.Now()
+	rec.RuntimeVersion = s.runtimeVersion
 	final := s.snapshotDir(rec.Tag)
 	if err := os.Rename(tmp, final); err != nil {
 		return nil, 0, fmt.Errorf("save snapshot %s: %w", rec.Tag, err)
@@ -514,11 +524,11 @@ func (s *Service) EnsureSnapshot(ctx context.Context, tag, image string) error {
 		return fmt.Errorf("image %q: %w", image, ErrNotFound)
 	}
 	if cur, err := s.Snapshot(tag); err == nil {
-		if cur.Image == imageID {
+		if cur.Image == imageID && cur.RuntimeVersion == s.runtimeVersion {
 			return nil
 		}
 		if cur.Children > 0 {
-			s.log.Info("snapshot is older than its image but still has children; keeping it", "tag", tag)
+			s.log.Info("snapshot is older than its image or runtime but still has children; keeping it", "tag", tag)
 			return nil
 		}
 		if err := s.DeleteSnapshot(ctx, tag); err != nil {

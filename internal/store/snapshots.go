@@ -19,6 +19,9 @@ type Snapshot struct {
 	PoolSize     int
 	SizeBytes    int64
 	CreatedAt    time.Time
+	// RuntimeVersion is the backend's version that wrote the checkpoint:
+	// runsc restores only what its own version saved.
+	RuntimeVersion string
 }
 
 const snapshotSchema = `
@@ -33,17 +36,24 @@ CREATE TABLE IF NOT EXISTS snapshots (
 	memory_mib    INTEGER NOT NULL,
 	pool_size     INTEGER NOT NULL,
 	size_bytes    INTEGER NOT NULL,
-	created_at    INTEGER NOT NULL
+	created_at    INTEGER NOT NULL,
+	runtime_version TEXT NOT NULL DEFAULT ''
 );
 `
+
+// snapshotMigrations bring a database made by an earlier version up to
+// date; each fails harmlessly ("duplicate column") once applied.
+var snapshotMigrations = []string{
+	`ALTER TABLE snapshots ADD COLUMN runtime_version TEXT NOT NULL DEFAULT ''`,
+}
 
 // PutSnapshot inserts a snapshot record; the tag must be new.
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
-		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at, runtime_version)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
-		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli())
+		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -61,7 +71,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 // Snapshots returns every snapshot record, oldest first.
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
-		memory_mib, pool_size, size_bytes, created_at FROM snapshots ORDER BY created_at, tag`)
+		memory_mib, pool_size, size_bytes, created_at, runtime_version FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
 	}
@@ -71,7 +81,7 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var sn Snapshot
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
-			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created); err != nil {
+			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	_ "modernc.org/sqlite" // registers the "sqlite" driver
@@ -64,6 +65,12 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	if _, err := db.ExecContext(ctx, schema+snapshotSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
+	}
+	for _, m := range snapshotMigrations {
+		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
+			db.Close()
+			return nil, fmt.Errorf("store: migrate: %w", err)
+		}
 	}
 	return &Store{db: db}, nil
 }

@@ -60,7 +60,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	defer s.Close()
 	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
-		CPUs: 1, MemoryMiB: 512, PoolSize: 2, SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli())}
+		CPUs: 1, MemoryMiB: 512, PoolSize: 2, SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
+		RuntimeVersion: "runsc version x"}
 	if err := s.PutSnapshot(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -76,5 +77,31 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	if got, _ := s.Snapshots(ctx); len(got) != 0 {
 		t.Fatalf("after delete: %+v", got)
+	}
+}
+
+// A database from before runtime_version existed opens and gains it.
+func TestMigrateSnapshots(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "cove.db")
+	s, err := Open(ctx, path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.db.ExecContext(ctx, `ALTER TABLE snapshots DROP COLUMN runtime_version`); err != nil {
+		t.Fatal(err)
+	}
+	s.Close()
+	s, err = Open(ctx, path)
+	if err != nil {
+		t.Fatalf("reopen an old database: %v", err)
+	}
+	defer s.Close()
+	if err := s.PutSnapshot(ctx, Snapshot{Tag: "t", RuntimeVersion: "v"}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Snapshots(ctx)
+	if err != nil || len(got) != 1 || got[0].RuntimeVersion != "v" {
+		t.Fatalf("Snapshots = %+v, %v", got, err)
 	}
 }

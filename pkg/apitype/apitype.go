@@ -216,6 +216,9 @@ type SnapshotInfo struct {
 	PoolSize      int    `json:"pool_size"`
 	PoolReady     int    `json:"pool_ready"`
 	Children      int    `json:"children"` // live sandboxes spawned from it
+	// RuntimeVersion is the backend version that saved it; only that
+	// version can restore it.
+	RuntimeVersion string `json:"runtime_version"`
 }
 
 // BranchRequest is the body of POST /v1/sandboxes/{id}/branch and
