@@ -12,7 +12,7 @@ set -euo pipefail
 RUNSC_VERSION="${RUNSC_VERSION:-v0.0.0-20260905035102-160fafc42237}"
 RUNSC_CACHE="${RUNSC_CACHE:-/var/cache/cove/runsc}"
 RUNSC_DEST="${RUNSC_DEST:-/usr/local/bin/runsc}"
-APT_PACKAGES=(debootstrap iproute2 nftables ca-certificates)
+APT_PACKAGES=(debootstrap iproute2 nftables ca-certificates curl python3)
 # The QEMU microVM backend (cove serve --backend qemu, cove image build
 # --vm): only when asked, so the gVisor path stays lean.
 if [[ ${INSTALL_QEMU:-0} == 1 ]]; then
