@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/runtime/runtimetest"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -37,7 +38,7 @@ var testLimits = sandbox.Limits{
 type testServer struct {
 	url string
 	svc *sandbox.Service
-	rt  *fakeRuntime
+	rt  *runtimetest.Fake
 }
 
 func newServer(t *testing.T) *testServer {
@@ -49,10 +50,10 @@ func newServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	rt := newFakeRuntime(t)
+	rt := runtimetest.New(t)
 	log := slog.New(slog.DiscardHandler)
 	svc := sandbox.New(sandbox.Config{
-		Runtime: rt, Store: st, Images: fakeImages{"default": "default-0001"}, DefaultImage: "default",
+		Runtime: rt, Store: st, Images: runtimetest.NewImages(map[string]string{"default": "default-0001"}), DefaultImage: "default",
 		Limits: testLimits, Logger: log, StartTimeout: 5 * time.Second, SnapshotDir: filepath.Join(t.TempDir(), "snapshots"),
 	})
 	if err := svc.Recover(ctx); err != nil {
@@ -379,7 +380,7 @@ func TestSandboxLifecycle(t *testing.T) {
 	}
 	s.call(t, "DELETE", "/v1/sandboxes/"+sb.ID, "", nil, http.StatusNotFound, nil)
 	s.call(t, "POST", "/v1/sandboxes/"+sb.ID+"/exec", `{"shell":"true"}`, tok(sb), http.StatusNotFound, nil)
-	if ids := s.rt.ids(); len(ids) != 1 || ids[0] != created[1].ID {
+	if ids := s.rt.IDs(); len(ids) != 1 || ids[0] != created[1].ID {
 		t.Errorf("runtime holds %v, want [%s]", ids, created[1].ID)
 	}
 	mb = s.call(t, "GET", "/metrics", "", nil, http.StatusOK, nil)
@@ -410,7 +411,7 @@ func TestCompat(t *testing.T) {
 	}
 	s.call(t, "DELETE", "/sandboxes/"+c.ID, "", nil, http.StatusNoContent, nil)
 	s.call(t, "DELETE", "/sandboxes/"+c.ID, "", nil, http.StatusNotFound, nil)
-	if ids := s.rt.ids(); len(ids) != 0 {
+	if ids := s.rt.IDs(); len(ids) != 0 {
 		t.Errorf("runtime holds %v", ids)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/runtime/runtimetest"
 	"github.com/cove-sandbox/cove/internal/store"
 )
 
@@ -30,7 +31,7 @@ var testLimits = Limits{
 // testEnv is a Service over the fake runtime and a real store.
 type testEnv struct {
 	svc *Service
-	rt  *fakeRuntime
+	rt  *runtimetest.Fake
 	st  *store.Store
 	cfg Config
 }
@@ -43,11 +44,11 @@ func newEnv(t *testing.T, opts ...func(*Config)) *testEnv {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	rt := newFakeRuntime(t)
+	rt := runtimetest.New(t)
 	cfg := Config{
 		Runtime:      rt,
 		Store:        st,
-		Images:       newFakeImages(map[string]string{"default": "default-0001", "other": "other-0002"}),
+		Images:       runtimetest.NewImages(map[string]string{"default": "default-0001", "other": "other-0002"}),
 		DefaultImage: "default",
 		Limits:       testLimits,
 		Logger:       slog.New(slog.DiscardHandler),
@@ -232,7 +233,7 @@ func TestCreate(t *testing.T) {
 				}
 				tokens[info.Token] = true
 
-				spec := e.rt.spec(info.ID)
+				spec := e.rt.Spec(info.ID)
 				if spec.Rootfs != tc.wantRoot || spec.CPUs != tc.wantCPUs || spec.MemoryMiB != tc.wantMemory || spec.Hostname != info.ID {
 					t.Errorf("runtime spec = %+v", spec)
 				}
@@ -284,9 +285,9 @@ func TestCreateInvalid(t *testing.T) {
 			if infos != nil {
 				t.Errorf("Create returned %v with its error", infos)
 			}
-			if e.rt.startCount() != 0 || len(e.rt.ids()) != 0 || len(e.rows(t)) != 0 || e.svc.Count() != 0 {
+			if e.rt.Starts() != 0 || len(e.rt.IDs()) != 0 || len(e.rows(t)) != 0 || e.svc.Count() != 0 {
 				t.Errorf("a refused create left something: %d starts, runtime %v, store %v, %d live",
-					e.rt.startCount(), e.rt.ids(), e.rows(t), e.svc.Count())
+					e.rt.Starts(), e.rt.IDs(), e.rows(t), e.svc.Count())
 			}
 		})
 	}
@@ -311,19 +312,19 @@ func TestCreateAllOrNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			e := newEnv(t, func(c *Config) { c.StartTimeout = 200 * time.Millisecond })
 			if tc.deaf {
-				e.rt.deafNthStart(tc.failAt)
+				e.rt.DeafNthStart(tc.failAt)
 			} else {
-				e.rt.failNthStart(tc.failAt, boom)
+				e.rt.FailNthStart(tc.failAt, boom)
 			}
 			infos, err := e.svc.Create(testCtx(t), CreateOptions{N: 3})
 			wantErr(t, err, tc.want)
 			if infos != nil {
 				t.Errorf("Create returned %v with its error", infos)
 			}
-			if n := e.rt.startCount(); n != 3 {
+			if n := e.rt.Starts(); n != 3 {
 				t.Errorf("%d starts, want 3", n)
 			}
-			if got := e.rt.ids(); len(got) != 0 {
+			if got := e.rt.IDs(); len(got) != 0 {
 				t.Errorf("runtime still holds %v", got)
 			}
 			if got := e.rows(t); len(got) != 0 {
@@ -348,7 +349,7 @@ func TestCreateLimit(t *testing.T) {
 	ctx := testCtx(t)
 	_, err := e.svc.Create(ctx, CreateOptions{N: 3})
 	wantErr(t, err, ErrLimit)
-	if n := e.rt.startCount(); n != 0 {
+	if n := e.rt.Starts(); n != 0 {
 		t.Fatalf("%d starts after a refused create", n)
 	}
 	infos, err := e.svc.Create(ctx, CreateOptions{N: 2})
@@ -369,14 +370,14 @@ func TestCreateLimit(t *testing.T) {
 // the limit.
 func TestCreateLimitCountsStarting(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Limits.MaxSandboxes = 3 })
-	release := e.rt.holdStarts()
+	release := e.rt.HoldStarts()
 	t.Cleanup(release)
 	done := make(chan error, 1)
 	go func() {
 		_, err := e.svc.Create(context.Background(), CreateOptions{N: 2})
 		done <- err
 	}()
-	waitFor(t, "both starts to begin", func() bool { return e.rt.startCount() == 2 })
+	waitFor(t, "both starts to begin", func() bool { return e.rt.Starts() == 2 })
 	ctx, cancel := context.WithTimeout(context.Background(), time.Second) // held too if admitted
 	defer cancel()
 	_, err := e.svc.Create(ctx, CreateOptions{N: 2})
@@ -433,7 +434,7 @@ func TestDataPlane(t *testing.T) {
 	}
 
 	// Exec reaches this sandbox's agent: it runs in the sandbox's work dir.
-	if got, want := e.exec(t, info.ID, info.Token, "echo hello; pwd"), "hello\n"+e.rt.workDir(info.ID)+"\n"; got != want {
+	if got, want := e.exec(t, info.ID, info.Token, "echo hello; pwd"), "hello\n"+e.rt.WorkDir(info.ID)+"\n"; got != want {
 		t.Errorf("exec output = %q, want %q", got, want)
 	}
 	res, err := sb.Exec(ctx, agentproto.ExecRequest{Args: []string{"sh", "-c", "echo oops >&2; exit 3"}})
@@ -522,7 +523,7 @@ func TestDataPlane(t *testing.T) {
 	e.svc.mu.Lock()
 	old := e.svc.boxes[info.ID].agent
 	e.svc.mu.Unlock()
-	e.rt.dropConns(info.ID)
+	e.rt.DropConns(info.ID)
 	<-old.Closed()
 	if got := e.exec(t, info.ID, info.Token, "echo again"); got != "again\n" {
 		t.Errorf("exec after a dropped connection = %q", got)
@@ -589,14 +590,14 @@ func TestReaperDestroysExpired(t *testing.T) {
 		t.Fatalf("open before expiry: %v", err)
 	}
 	waitFor(t, "the expired sandbox to be reaped", func() bool {
-		return !slices.Contains(e.rt.ids(), short.ID) && !slices.Contains(e.rows(t), short.ID)
+		return !slices.Contains(e.rt.IDs(), short.ID) && !slices.Contains(e.rows(t), short.ID)
 	})
 	_, err := e.svc.Open(short.ID, short.Token)
 	wantErr(t, err, ErrNotFound)
 	if got := ids(e.svc.List()); !slices.Equal(got, []string{long.ID}) {
 		t.Errorf("List = %v, want only %s", got, long.ID)
 	}
-	if got := e.rt.ids(); !slices.Equal(got, []string{long.ID}) {
+	if got := e.rt.IDs(); !slices.Equal(got, []string{long.ID}) {
 		t.Errorf("runtime holds %v, want only %s", got, long.ID)
 	}
 	if n := e.svc.Stats().Expired.Load(); n != 1 {
@@ -612,7 +613,7 @@ func TestDelete(t *testing.T) {
 	if err := e.svc.Delete(ctx, info.ID); err != nil {
 		t.Fatal(err)
 	}
-	if got := e.rt.ids(); !slices.Equal(got, []string{keep.ID}) {
+	if got := e.rt.IDs(); !slices.Equal(got, []string{keep.ID}) {
 		t.Errorf("runtime holds %v, want [%s]", got, keep.ID)
 	}
 	if got := e.rows(t); !slices.Equal(got, []string{keep.ID}) {
@@ -634,7 +635,7 @@ func TestRecover(t *testing.T) {
 	ctx := testCtx(t)
 	alive := e.createOne(t, CreateOptions{})
 	lost := e.createOne(t, CreateOptions{}) // running, but its agent stops answering
-	e.rt.setDeaf(lost.ID)
+	e.rt.SetDeaf(lost.ID)
 
 	now := time.Now()
 	put := func(id, status, backend string, expires time.Time, boot bool) {
@@ -645,7 +646,7 @@ func TestRecover(t *testing.T) {
 			t.Fatal(err)
 		}
 		if boot {
-			e.rt.boot(t, id)
+			e.rt.Boot(t, id)
 		}
 	}
 	put("sb-creating0000", StatusCreating, "fake", now.Add(time.Hour), true)
@@ -654,21 +655,21 @@ func TestRecover(t *testing.T) {
 	put("sb-expired00000", StatusRunning, "fake", now.Add(-time.Second), true)
 	put("sb-otherbackend", StatusRunning, "qemu", now.Add(time.Hour), false)
 	put("sb-gone00000000", StatusRunning, "fake", now.Add(time.Hour), false) // runtime holds nothing
-	e.rt.boot(t, "sb-orphan000000")                                          // runtime only
+	e.rt.Boot(t, "sb-orphan000000")                                          // runtime only
 
 	e.restart(t)
 
 	if got := ids(e.svc.List()); !slices.Equal(got, []string{alive.ID}) {
 		t.Errorf("List after recover = %v, want [%s]", got, alive.ID)
 	}
-	if got := e.rt.ids(); !slices.Equal(got, []string{alive.ID}) {
+	if got := e.rt.IDs(); !slices.Equal(got, []string{alive.ID}) {
 		t.Errorf("runtime holds %v, want [%s]", got, alive.ID)
 	}
 	if got := e.rows(t); !slices.Equal(got, []string{alive.ID}) {
 		t.Errorf("store holds %v, want [%s]", got, alive.ID)
 	}
 	for _, id := range []string{"sb-creating0000", "sb-stopping0000", "sb-pooled000000", "sb-expired00000", "sb-orphan000000", lost.ID} {
-		if !e.rt.wasDestroyed(id) {
+		if !e.rt.Destroyed(id) {
 			t.Errorf("%s was not destroyed", id)
 		}
 	}
@@ -687,11 +688,11 @@ func TestClose(t *testing.T) {
 	e.build(t, BuildOptions{Tag: "base", PoolSize: 2})
 	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot("base"); return s.PoolReady == 2 })
 	info := e.createOne(t, CreateOptions{})
-	waitFor(t, "the pool to refill", func() bool { return len(e.rt.ids()) == 3 })
+	waitFor(t, "the pool to refill", func() bool { return len(e.rt.IDs()) == 3 })
 
 	e.svc.Close()
 	// Sandboxes in use keep running for the next daemon; pooled ones go.
-	if got := e.rt.ids(); !slices.Equal(got, []string{info.ID}) {
+	if got := e.rt.IDs(); !slices.Equal(got, []string{info.ID}) {
 		t.Errorf("after Close the runtime holds %v, want [%s]", got, info.ID)
 	}
 	if got := e.rows(t); !slices.Equal(got, []string{info.ID}) {
@@ -715,20 +716,20 @@ func TestBuildSnapshot(t *testing.T) {
 	if sn.Snapshot != want || sn.SizeBytes == 0 || sn.PoolReady != 0 || sn.Children != 0 {
 		t.Errorf("snapshot = %+v, want %+v", sn, want)
 	}
-	cps := e.rt.checkpointList()
+	cps := e.rt.Checkpoints()
 	if len(cps) != 1 {
 		t.Fatalf("checkpoints = %+v", cps)
 	}
-	if cp := cps[0]; cp.leaveRunning || e.rt.warmCount(cp.id) != 1 {
-		t.Errorf("build checkpoint %+v, warmed %d times; want a stopping checkpoint of a warmed sandbox", cp, e.rt.warmCount(cp.id))
+	if cp := cps[0]; cp.LeaveRunning || e.rt.Warms(cp.ID) != 1 {
+		t.Errorf("build checkpoint %+v, warmed %d times; want a stopping checkpoint of a warmed sandbox", cp, e.rt.Warms(cp.ID))
 	}
 	dir := filepath.Join(e.cfg.SnapshotDir, "base-1.0_x")
 	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
 		t.Errorf("snapshot directory: %v", err)
 	}
 	// The builder sandbox is gone and was never a live sandbox.
-	if len(e.rt.ids()) != 0 || len(e.rows(t)) != 0 || e.svc.Count() != 0 {
-		t.Errorf("build left runtime %v, store %v, %d live", e.rt.ids(), e.rows(t), e.svc.Count())
+	if len(e.rt.IDs()) != 0 || len(e.rows(t)) != 0 || e.svc.Count() != 0 {
+		t.Errorf("build left runtime %v, store %v, %d live", e.rt.IDs(), e.rows(t), e.svc.Count())
 	}
 	recs, err := e.st.Snapshots(testCtx(t))
 	if err != nil || len(recs) != 1 || recs[0].Tag != "base-1.0_x" {
@@ -773,8 +774,8 @@ func TestBuildSnapshotErrors(t *testing.T) {
 			if got := e.svc.Snapshots(); len(got) != 1 {
 				t.Errorf("Snapshots = %+v, want only dup", got)
 			}
-			if len(e.rt.ids()) != 0 || len(e.rows(t)) != 0 {
-				t.Errorf("failed build left runtime %v, store %v", e.rt.ids(), e.rows(t))
+			if len(e.rt.IDs()) != 0 || len(e.rows(t)) != 0 {
+				t.Errorf("failed build left runtime %v, store %v", e.rt.IDs(), e.rows(t))
 			}
 		})
 	}
@@ -785,26 +786,26 @@ func TestBuildSnapshotErrors(t *testing.T) {
 func TestSpawnFromSnapshot(t *testing.T) {
 	e := newEnv(t)
 	e.build(t, BuildOptions{Tag: "base", CPUs: 2, MemoryMiB: 128})
-	startsBefore := e.rt.startCount()
+	startsBefore := e.rt.Starts()
 	infos, err := e.svc.Create(testCtx(t), CreateOptions{SnapshotTag: "base", N: 2, TTL: time.Minute})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if e.rt.startCount() != startsBefore || e.rt.restoreCount() != 2 {
-		t.Errorf("%d starts and %d restores, want 0 and 2", e.rt.startCount()-startsBefore, e.rt.restoreCount())
+	if e.rt.Starts() != startsBefore || e.rt.Restores() != 2 {
+		t.Errorf("%d starts and %d restores, want 0 and 2", e.rt.Starts()-startsBefore, e.rt.Restores())
 	}
 	dir := filepath.Join(e.cfg.SnapshotDir, "base")
 	for _, info := range infos {
 		if info.SnapshotTag != "base" || info.Image != "default-0001" || info.CPUs != 2 || info.MemoryMiB != 128 || info.Token == "" {
 			t.Errorf("info = %+v", info)
 		}
-		if got := e.rt.restoredFromOf(info.ID); got != dir {
+		if got := e.rt.RestoredFrom(info.ID); got != dir {
 			t.Errorf("%s restored from %q, want %q", info.ID, got, dir)
 		}
-		if got := e.rt.restoredCalls(info.ID); !slices.Equal(got, []string{info.ID}) {
+		if got := e.rt.RestoredCalls(info.ID); !slices.Equal(got, []string{info.ID}) {
 			t.Errorf("agent of %s told Restored(%v), want once with its id", info.ID, got)
 		}
-		if spec := e.rt.spec(info.ID); spec.Rootfs != "fake-rootfs/default-0001" || spec.CPUs != 2 || spec.MemoryMiB != 128 {
+		if spec := e.rt.Spec(info.ID); spec.Rootfs != "fake-rootfs/default-0001" || spec.CPUs != 2 || spec.MemoryMiB != 128 {
 			t.Errorf("restore spec = %+v", spec)
 		}
 		if rec := e.row(t, info.ID); rec.SnapshotTag != "base" || rec.Status != StatusRunning {
@@ -831,13 +832,13 @@ func TestSpawnFromSnapshot(t *testing.T) {
 	}
 
 	// A failed restore leaves nothing.
-	e.rt.failNthRestore(2, errors.New("boom"))
-	before := e.rt.ids()
+	e.rt.FailNthRestore(2, errors.New("boom"))
+	before := e.rt.IDs()
 	_, err = e.svc.Create(testCtx(t), CreateOptions{SnapshotTag: "base", N: 3})
 	if err == nil {
 		t.Fatal("create with a failing restore succeeded")
 	}
-	if got := e.rt.ids(); !slices.Equal(got, before) {
+	if got := e.rt.IDs(); !slices.Equal(got, before) {
 		t.Errorf("runtime holds %v after a failed spawn, want %v", got, before)
 	}
 }
@@ -878,7 +879,7 @@ func TestWarmPoolRetriesFailedRefill(t *testing.T) {
 		c.PoolMemoryMiB = 4 * testLimits.DefaultMemoryMiB
 		c.PoolRetry = 50 * time.Millisecond
 	})
-	e.rt.failNthRestore(1, errors.New("injected restore failure"))
+	e.rt.FailNthRestore(1, errors.New("injected restore failure"))
 	e.build(t, BuildOptions{Tag: "warm", PoolSize: 2})
 	waitFor(t, "the pool to fill after a failed refill", func() bool {
 		s, _ := e.svc.Snapshot("warm")
@@ -893,7 +894,7 @@ func TestWarmPool(t *testing.T) {
 	poolReady := func() int { s, _ := e.svc.Snapshot("warm"); return s.PoolReady }
 	waitFor(t, "the pool to fill", func() bool { return poolReady() == 2 })
 
-	pooled := e.rt.ids()
+	pooled := e.rt.IDs()
 	if len(pooled) != 2 || e.svc.Count() != 0 || len(e.svc.List()) != 0 {
 		t.Fatalf("runtime holds %v, %d live; want 2 pooled sandboxes and none live", pooled, e.svc.Count())
 	}
@@ -901,7 +902,7 @@ func TestWarmPool(t *testing.T) {
 		if rec := e.row(t, id); rec.Status != StatusPooled || rec.TokenHash != "" {
 			t.Errorf("pooled record = %+v", rec)
 		}
-		if got := e.rt.restoredCalls(id); !slices.Equal(got, []string{id}) {
+		if got := e.rt.RestoredCalls(id); !slices.Equal(got, []string{id}) {
 			t.Errorf("pooled %s: Restored(%v)", id, got)
 		}
 	}
@@ -923,7 +924,7 @@ func TestWarmPool(t *testing.T) {
 		t.Errorf("exec = %q", got)
 	}
 	waitFor(t, "the pool to refill", func() bool { return poolReady() == 2 })
-	if n := e.rt.restoreCount(); n != 3 {
+	if n := e.rt.Restores(); n != 3 {
 		t.Errorf("%d restores, want 3", n)
 	}
 
@@ -935,8 +936,8 @@ func TestWarmPool(t *testing.T) {
 	if err := e.svc.DeleteSnapshot(ctx, "warm"); err != nil {
 		t.Fatal(err)
 	}
-	if len(e.rt.ids()) != 0 || len(e.rows(t)) != 0 {
-		t.Errorf("after DeleteSnapshot: runtime %v, store %v", e.rt.ids(), e.rows(t))
+	if len(e.rt.IDs()) != 0 || len(e.rows(t)) != 0 {
+		t.Errorf("after DeleteSnapshot: runtime %v, store %v", e.rt.IDs(), e.rows(t))
 	}
 }
 
@@ -963,7 +964,7 @@ func TestPoolMemoryBudget(t *testing.T) {
 	if sn := e.svc.nextToFill(); sn != nil {
 		t.Errorf("nextToFill picked %s past the budget", sn.rec.Tag)
 	}
-	if got := e.rt.ids(); len(got) != 3 {
+	if got := e.rt.IDs(); len(got) != 3 {
 		t.Errorf("runtime holds %d sandboxes, want 3", len(got))
 	}
 	p1, _ := e.svc.Snapshot("p1")
@@ -992,7 +993,7 @@ func TestBranch(t *testing.T) {
 	}
 	from := root
 	for _, st := range steps {
-		nCheckpoints := len(e.rt.checkpointList())
+		nCheckpoints := len(e.rt.Checkpoints())
 		res, err := e.svc.Branch(ctx, from.ID, BranchOptions{Tag: st.tag, N: st.n, TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("Branch(%s, %s): %v", from.ID, st.tag, err)
@@ -1006,7 +1007,7 @@ func TestBranch(t *testing.T) {
 		if res.Pause < 0 {
 			t.Errorf("%s: pause %s", st.tag, res.Pause)
 		}
-		if cps := e.rt.checkpointList()[nCheckpoints:]; len(cps) != 1 || cps[0].id != from.ID || !cps[0].leaveRunning {
+		if cps := e.rt.Checkpoints()[nCheckpoints:]; len(cps) != 1 || cps[0].ID != from.ID || !cps[0].LeaveRunning {
 			t.Errorf("%s: checkpoints %+v, want one live checkpoint of %s", st.tag, cps, from.ID)
 		}
 		if len(res.Children) != st.n {
@@ -1016,7 +1017,7 @@ func TestBranch(t *testing.T) {
 			if c.SnapshotTag != st.tag || c.Token == "" || c.ExpiresAt.Sub(c.CreatedAt) != time.Minute {
 				t.Errorf("%s: child %+v", st.tag, c)
 			}
-			if got, want := e.rt.restoredFromOf(c.ID), filepath.Join(e.cfg.SnapshotDir, st.tag); got != want {
+			if got, want := e.rt.RestoredFrom(c.ID), filepath.Join(e.cfg.SnapshotDir, st.tag); got != want {
 				t.Errorf("%s: child restored from %q, want %q", st.tag, got, want)
 			}
 		}
@@ -1066,7 +1067,7 @@ func TestBranchErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.svc.Branch(testCtx(t), tc.id, tc.opts)
 			wantErr(t, err, tc.want)
-			if got := e.rt.ids(); !slices.Equal(got, []string{root.ID}) {
+			if got := e.rt.IDs(); !slices.Equal(got, []string{root.ID}) {
 				t.Errorf("runtime holds %v", got)
 			}
 		})
@@ -1116,7 +1117,7 @@ func TestEnsureSnapshot(t *testing.T) {
 	}
 	e := newEnv(t)
 	ctx := testCtx(t)
-	images := e.cfg.Images.(*fakeImages)
+	images := e.cfg.Images.(*runtimetest.Images)
 	image := func() string { sn, _ := e.svc.Snapshot("dflt"); return sn.Image }
 
 	if err := e.svc.EnsureSnapshot(ctx, "dflt", "default"); err != nil {
@@ -1128,13 +1129,13 @@ func TestEnsureSnapshot(t *testing.T) {
 	if err := e.svc.EnsureSnapshot(ctx, "dflt", "default"); err != nil {
 		t.Fatal(err)
 	}
-	if n := len(e.rt.checkpointList()); n != 1 {
+	if n := len(e.rt.Checkpoints()); n != 1 {
 		t.Errorf("%d checkpoints; an up-to-date snapshot was rebuilt", n)
 	}
 
 	// A new image: the snapshot is rebuilt, but not while it has children.
 	child := e.createOne(t, CreateOptions{SnapshotTag: "dflt"})
-	images.set("default", "default-0003")
+	images.Set("default", "default-0003")
 	if err := e.svc.EnsureSnapshot(ctx, "dflt", "default"); err != nil {
 		t.Fatal(err)
 	}
@@ -1150,13 +1151,13 @@ func TestEnsureSnapshot(t *testing.T) {
 	if got := image(); got != "default-0003" {
 		t.Errorf("rebuilt from %q, want default-0003", got)
 	}
-	if n := len(e.rt.checkpointList()); n != 2 {
+	if n := len(e.rt.Checkpoints()); n != 2 {
 		t.Errorf("%d checkpoints, want 2", n)
 	}
 
 	// A new runtime version cannot restore the old checkpoint: spawning
 	// says so, and EnsureSnapshot rebuilds it.
-	e.rt.setVersion("fake 2")
+	e.rt.SetVersion("fake 2")
 	e.restart(t)
 	_, err := e.svc.Create(ctx, CreateOptions{SnapshotTag: "dflt"})
 	wantErr(t, err, ErrConflict)

@@ -1,8 +1,10 @@
-package sandbox
+// Package runtimetest provides a fake runtime.Runtime and image resolver
+// for tests of the packages above the runtime. It is for tests only: the
+// fake isolates nothing.
+package runtimetest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -17,17 +19,20 @@ import (
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
-// fakeRuntime is a runtime.Runtime without any isolation: a "sandbox" is an
+// Fake is a runtime.Runtime without any isolation: a "sandbox" is an
 // in-process agent.Agent with its own work directory, reached over a
 // net.Pipe. Absolute paths in exec still reach the host, so tests use
 // relative paths only.
-type fakeRuntime struct {
+//
+// Besides the Runtime methods it injects failures and records what
+// happened; all its methods are safe while the code under test runs.
+type Fake struct {
 	dir string // parent of the sandboxes' work directories
 
 	wg sync.WaitGroup // agent connections being served
 
 	mu    sync.Mutex
-	boxes map[string]*fakeBox
+	boxes map[string]*box
 	// Failure injection, by 1-based call number.
 	failStart   map[int]error
 	deafStart   map[int]bool // the sandbox starts but its agent never answers
@@ -41,16 +46,17 @@ type fakeRuntime struct {
 	restoredFrom map[string]string   // id -> image dir
 	restoredReq  map[string][]string // id -> SandboxIDs passed to the agent's Restored
 	warmed       map[string]int      // id -> agent Warm calls
-	checkpoints  []fakeCheckpoint
+	checkpoints  []Checkpoint
 	destroyed    []string
 }
 
-type fakeCheckpoint struct {
-	id, image    string
-	leaveRunning bool
+// Checkpoint records one call of Fake.Checkpoint.
+type Checkpoint struct {
+	ID, Image    string
+	LeaveRunning bool
 }
 
-type fakeBox struct {
+type box struct {
 	id      string
 	workDir string
 	agent   *agent.Agent
@@ -60,13 +66,15 @@ type fakeBox struct {
 	conns   []net.Conn         // agent ends of the connections
 }
 
-var _ runtime.Runtime = (*fakeRuntime)(nil)
+var _ runtime.Runtime = (*Fake)(nil)
 
-func newFakeRuntime(t *testing.T) *fakeRuntime {
+// New returns a Fake whose sandboxes live in a temporary directory of t's
+// and are all stopped when t ends.
+func New(t testing.TB) *Fake {
 	t.Helper()
-	rt := &fakeRuntime{
+	rt := &Fake{
 		dir:          t.TempDir(),
-		boxes:        map[string]*fakeBox{},
+		boxes:        map[string]*box{},
 		failStart:    map[int]error{},
 		deafStart:    map[int]bool{},
 		failRestore:  map[int]error{},
@@ -80,10 +88,10 @@ func newFakeRuntime(t *testing.T) *fakeRuntime {
 }
 
 // fakeAgent is the agent with Warm and Restored recorded. Warm does not
-// start a Python interpreter: these tests have no use for one.
+// start a Python interpreter: tests have no use for one.
 type fakeAgent struct {
 	*agent.Agent
-	rt *fakeRuntime
+	rt *Fake
 	id string
 }
 
@@ -101,8 +109,9 @@ func (a *fakeAgent) Restored(ctx context.Context, req agentproto.RestoredRequest
 	return a.Agent.Restored(ctx, req)
 }
 
-func (rt *fakeRuntime) Name() string                       { return "fake" }
-func (rt *fakeRuntime) Version(ctx context.Context) string {
+func (rt *Fake) Name() string { return "fake" }
+
+func (rt *Fake) Version(ctx context.Context) string {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	if rt.version == "" {
@@ -111,29 +120,29 @@ func (rt *fakeRuntime) Version(ctx context.Context) string {
 	return rt.version
 }
 
-// setVersion changes what Version reports, as an upgrade of runsc would.
-func (rt *fakeRuntime) setVersion(v string) {
+// SetVersion changes what Version reports, as an upgrade of runsc would.
+func (rt *Fake) SetVersion(v string) {
 	rt.mu.Lock()
 	rt.version = v
 	rt.mu.Unlock()
 }
 
 // bootLocked makes a running sandbox. The caller holds rt.mu.
-func (rt *fakeRuntime) bootLocked(id string) (*fakeBox, error) {
+func (rt *Fake) bootLocked(id string) (*box, error) {
 	if _, ok := rt.boxes[id]; ok {
 		return nil, fmt.Errorf("fake: sandbox %s exists", id)
 	}
 	dir := filepath.Join(rt.dir, id)
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &fakeBox{id: id, workDir: dir, ctx: ctx, cancel: cancel,
+	b := &box{id: id, workDir: dir, ctx: ctx, cancel: cancel,
 		agent: agent.New(agent.Config{WorkDir: dir, Hostname: func() (string, error) { return id, nil }})}
 	rt.boxes[id] = b
 	return b, nil
 }
 
-// boot makes a running sandbox the service knows nothing about, as an
-// earlier daemon would have left it.
-func (rt *fakeRuntime) boot(t *testing.T, id string) {
+// Boot makes a running sandbox the code under test knows nothing about,
+// as an earlier daemon would have left it.
+func (rt *Fake) Boot(t testing.TB, id string) {
 	t.Helper()
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
@@ -142,7 +151,7 @@ func (rt *fakeRuntime) boot(t *testing.T, id string) {
 	}
 }
 
-func (rt *fakeRuntime) Start(ctx context.Context, spec runtime.Spec) error {
+func (rt *Fake) Start(ctx context.Context, spec runtime.Spec) error {
 	rt.mu.Lock()
 	rt.starts++
 	n, hold := rt.starts, rt.hold
@@ -168,7 +177,7 @@ func (rt *fakeRuntime) Start(ctx context.Context, spec runtime.Spec) error {
 	return nil
 }
 
-func (rt *fakeRuntime) Restore(ctx context.Context, spec runtime.Spec, image string) error {
+func (rt *Fake) Restore(ctx context.Context, spec runtime.Spec, image string) error {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.restores++
@@ -186,7 +195,7 @@ func (rt *fakeRuntime) Restore(ctx context.Context, spec runtime.Spec, image str
 	return nil
 }
 
-func (rt *fakeRuntime) Dial(ctx context.Context, id string) (net.Conn, error) {
+func (rt *Fake) Dial(ctx context.Context, id string) (net.Conn, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	b := rt.boxes[id]
@@ -203,7 +212,7 @@ func (rt *fakeRuntime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return host, nil
 }
 
-func (rt *fakeRuntime) Destroy(ctx context.Context, id string) error {
+func (rt *Fake) Destroy(ctx context.Context, id string) error {
 	rt.mu.Lock()
 	b := rt.boxes[id]
 	delete(rt.boxes, id)
@@ -216,7 +225,7 @@ func (rt *fakeRuntime) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
-func (b *fakeBox) stop() {
+func (b *box) stop() {
 	b.cancel()
 	for _, c := range b.conns {
 		c.Close()
@@ -224,7 +233,7 @@ func (b *fakeBox) stop() {
 	b.agent.Close()
 }
 
-func (rt *fakeRuntime) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
+func (rt *Fake) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	b := rt.boxes[id]
@@ -237,7 +246,7 @@ func (rt *fakeRuntime) Checkpoint(ctx context.Context, id, image string, leaveRu
 	if err := os.WriteFile(filepath.Join(image, "checkpoint.img"), []byte(id), 0o600); err != nil {
 		return 0, err
 	}
-	rt.checkpoints = append(rt.checkpoints, fakeCheckpoint{id: id, image: image, leaveRunning: leaveRunning})
+	rt.checkpoints = append(rt.checkpoints, Checkpoint{ID: id, Image: image, LeaveRunning: leaveRunning})
 	if !leaveRunning {
 		// The sandbox stops; its resources stay until Destroy.
 		b.cancel()
@@ -248,12 +257,12 @@ func (rt *fakeRuntime) Checkpoint(ctx context.Context, id, image string, leaveRu
 	return 3 * time.Millisecond, nil
 }
 
-func (rt *fakeRuntime) List(ctx context.Context) ([]string, error) {
-	return rt.ids(), nil
+func (rt *Fake) List(ctx context.Context) ([]string, error) {
+	return rt.IDs(), nil
 }
 
-// ids returns the ids of every sandbox the runtime holds, sorted.
-func (rt *fakeRuntime) ids() []string {
+// IDs returns the ids of every sandbox the runtime holds, sorted.
+func (rt *Fake) IDs() []string {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	ids := make([]string, 0, len(rt.boxes))
@@ -264,18 +273,19 @@ func (rt *fakeRuntime) ids() []string {
 	return ids
 }
 
-func (rt *fakeRuntime) workDir(id string) string { return filepath.Join(rt.dir, id) }
+// WorkDir returns the work directory of sandbox id's agent.
+func (rt *Fake) WorkDir(id string) string { return filepath.Join(rt.dir, id) }
 
-// setDeaf makes a sandbox's agent stop answering new connections.
-func (rt *fakeRuntime) setDeaf(id string) {
+// SetDeaf makes a sandbox's agent stop answering new connections.
+func (rt *Fake) SetDeaf(id string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.boxes[id].deaf = true
 }
 
-// dropConns cuts every connection to a sandbox's agent, as a network
+// DropConns cuts every connection to a sandbox's agent, as a network
 // hiccup would; new ones can still be made.
-func (rt *fakeRuntime) dropConns(id string) {
+func (rt *Fake) DropConns(id string) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	for _, c := range rt.boxes[id].conns {
@@ -284,60 +294,64 @@ func (rt *fakeRuntime) dropConns(id string) {
 	rt.boxes[id].conns = nil
 }
 
-// Accessors for what happened, safe while the service runs.
-
-func (rt *fakeRuntime) startCount() int {
+// Starts returns how many times Start was called.
+func (rt *Fake) Starts() int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.starts
 }
 
-func (rt *fakeRuntime) restoreCount() int {
+// Restores returns how many times Restore was called.
+func (rt *Fake) Restores() int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.restores
 }
 
-func (rt *fakeRuntime) spec(id string) runtime.Spec {
+// Spec returns the spec sandbox id was last started or restored with.
+func (rt *Fake) Spec(id string) runtime.Spec {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.specs[id]
 }
 
-// restoredFromOf returns the image a sandbox was restored from.
-func (rt *fakeRuntime) restoredFromOf(id string) string {
+// RestoredFrom returns the image a sandbox was restored from.
+func (rt *Fake) RestoredFrom(id string) string {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.restoredFrom[id]
 }
 
-// restoredCalls returns the ids a sandbox's agent was given by Restored.
-func (rt *fakeRuntime) restoredCalls(id string) []string {
+// RestoredCalls returns the ids a sandbox's agent was given by Restored.
+func (rt *Fake) RestoredCalls(id string) []string {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return slices.Clone(rt.restoredReq[id])
 }
 
-func (rt *fakeRuntime) warmCount(id string) int {
+// Warms returns how many times a sandbox's agent was asked to warm.
+func (rt *Fake) Warms(id string) int {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return rt.warmed[id]
 }
 
-func (rt *fakeRuntime) checkpointList() []fakeCheckpoint {
+// Checkpoints returns every Checkpoint call that succeeded, in order.
+func (rt *Fake) Checkpoints() []Checkpoint {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return slices.Clone(rt.checkpoints)
 }
 
-func (rt *fakeRuntime) wasDestroyed(id string) bool {
+// Destroyed reports whether Destroy was called for id.
+func (rt *Fake) Destroyed(id string) bool {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	return slices.Contains(rt.destroyed, id)
 }
 
-// holdStarts makes every Start wait until the returned function is called.
-func (rt *fakeRuntime) holdStarts() (release func()) {
+// HoldStarts makes every Start wait until the returned function is called.
+func (rt *Fake) HoldStarts() (release func()) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	ch := make(chan struct{})
@@ -350,61 +364,35 @@ func (rt *fakeRuntime) holdStarts() (release func()) {
 	})
 }
 
-// failNthStart makes the nth Start from now fail with err.
-func (rt *fakeRuntime) failNthStart(n int, err error) {
+// FailNthStart makes the nth Start from now fail with err.
+func (rt *Fake) FailNthStart(n int, err error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.failStart[rt.starts+n] = err
 }
 
-// deafNthStart makes the nth Start from now boot a sandbox whose agent
+// DeafNthStart makes the nth Start from now boot a sandbox whose agent
 // never answers.
-func (rt *fakeRuntime) deafNthStart(n int) {
+func (rt *Fake) DeafNthStart(n int) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.deafStart[rt.starts+n] = true
 }
 
-// failNthRestore makes the nth Restore from now fail with err.
-func (rt *fakeRuntime) failNthRestore(n int, err error) {
+// FailNthRestore makes the nth Restore from now fail with err.
+func (rt *Fake) FailNthRestore(n int, err error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.failRestore[rt.restores+n] = err
 }
 
-func (rt *fakeRuntime) shutdown() {
+func (rt *Fake) shutdown() {
 	rt.mu.Lock()
 	boxes := rt.boxes
-	rt.boxes = map[string]*fakeBox{}
+	rt.boxes = map[string]*box{}
 	rt.mu.Unlock()
 	for _, b := range boxes {
 		b.stop()
 	}
 	rt.wg.Wait()
-}
-
-// fakeImages resolves image names and ids.
-type fakeImages struct {
-	mu  sync.Mutex
-	ids map[string]string // name -> id
-}
-
-func newFakeImages(ids map[string]string) *fakeImages { return &fakeImages{ids: ids} }
-
-// set points an image name at a new id, as a rebuilt image does.
-func (im *fakeImages) set(name, id string) {
-	im.mu.Lock()
-	defer im.mu.Unlock()
-	im.ids[name] = id
-}
-
-func (im *fakeImages) Resolve(nameOrID string) (id, rootfs string, err error) {
-	im.mu.Lock()
-	defer im.mu.Unlock()
-	for name, id := range im.ids {
-		if nameOrID == name || nameOrID == id {
-			return id, "fake-rootfs/" + id, nil
-		}
-	}
-	return "", "", errors.New("no such image")
 }
