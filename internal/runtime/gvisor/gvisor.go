@@ -234,6 +234,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	// Whatever runsc missed (a wedged sandbox, a crash mid-create) is found
 	// by its command line and killed.
 	killStragglers(r.root, id)
+	// runsc removes the sandbox's cgroups on delete, but not when it never
+	// got to record them (a crash mid-create).
+	removeCgroups(id)
 	if err := teardownNetns(ctx, id); err != nil {
 		errs = append(errs, err)
 	}
@@ -270,6 +273,15 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 		}
 	}
 	return ids, nil
+}
+
+// removeCgroups removes the (empty) cgroup directories of a sandbox, under
+// every v1 controller or the v2 hierarchy.
+func removeCgroups(id string) {
+	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/cove", id))
+	for _, d := range append(dirs, filepath.Join("/sys/fs/cgroup/cove", id)) {
+		os.Remove(d) // rmdir: fails harmlessly when absent or still in use
+	}
 }
 
 // nullNetns is a namespace mount runsc keeps in its root for all sandboxes.
