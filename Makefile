@@ -57,7 +57,7 @@ mcp-check: image
 e2e-qemu: image-vm
 	COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
 
-test: vet unit e2e mcp-check
+test: vet unit e2e e2e-qemu mcp-check
 
 bench: up
 	$(BIN)/cove bench --out $(BIN)/bench.json

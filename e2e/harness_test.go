@@ -7,6 +7,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
 	"io"
@@ -99,7 +100,8 @@ func backend() string {
 // backendArgs are the daemon flags that select the backend.
 func backendArgs() []string {
 	if backend() == "qemu" {
-		return []string{"--backend", "qemu", "--accel", "tcg"}
+		// Concurrent TCG boots on a small host outlast the default 60 s.
+		return []string{"--backend", "qemu", "--accel", "tcg", "--start-timeout", "3m"}
 	}
 	return nil
 }
@@ -110,6 +112,16 @@ func netnsPerSandbox() int {
 		return 1
 	}
 	return 2
+}
+
+// isBackendNetns reports whether a network namespace name is of the
+// kind the backend makes (cove-<id>-v for QEMU, -g and -h for gVisor), so
+// that a run against the other backend on the same host does not count.
+func isBackendNetns(name string) bool {
+	if backend() == "qemu" {
+		return strings.HasSuffix(name, "-v")
+	}
+	return strings.HasSuffix(name, "-g") || strings.HasSuffix(name, "-h")
 }
 
 // isBackendProc reports whether a command line is one of the backend's
@@ -294,10 +306,11 @@ func execOK(t *testing.T, d *daemon, sb sandbox, shell string) string {
 
 // resources counts what a daemon's sandboxes hold on the host.
 type resources struct {
-	RunscProcs int
+	RunscProcs int // the backend's processes (runsc or QEMU)
 	Mounts     int
 	Dirs       int
 	Netns      int
+	ShmFiles   int // QEMU guest RAM files in /dev/shm
 }
 
 func countResources(t *testing.T, stateDir string) resources {
@@ -331,10 +344,15 @@ func countResources(t *testing.T, stateDir string) resources {
 	}
 	ns, _ := os.ReadDir("/var/run/netns")
 	for _, e := range ns {
-		if strings.HasPrefix(e.Name(), "cove-") {
+		if strings.HasPrefix(e.Name(), "cove-") && isBackendNetns(e.Name()) {
 			r.Netns++
 		}
 	}
+	// The QEMU runtime names a VM's RAM file by a hash of its state
+	// directory and the sandbox id.
+	h := sha256.Sum256([]byte(filepath.Join(stateDir, "sandboxes")))
+	shm, _ := filepath.Glob(fmt.Sprintf("/dev/shm/cove-%x-*.mem", h[:4]))
+	r.ShmFiles = len(shm)
 	return r
 }
 

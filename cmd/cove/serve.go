@@ -52,9 +52,13 @@ func runServe(ctx context.Context, args []string) error {
 		poolMem      = fs.Int("pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
 		defaultSnap  = fs.String("default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
+		startTimeout = fs.Duration("start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
+	}
+	if *startTimeout <= 0 {
+		return fmt.Errorf("--start-timeout must be positive, got %s", *startTimeout)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
@@ -124,6 +128,7 @@ func runServe(ctx context.Context, args []string) error {
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: *defaultImage, Limits: limits, Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: *poolSize, PoolMemoryMiB: *poolMem,
+		StartTimeout: *startTimeout,
 	})
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("recover state: %w", err)

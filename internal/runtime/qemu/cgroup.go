@@ -58,13 +58,20 @@ func joinCgroup(id string, pid, cpus, memMiB int) error {
 }
 
 // removeCgroup removes the sandbox's cgroups once their processes are gone.
-func removeCgroup(id string) {
+func removeCgroup(id string) error {
+	var errs []error
 	for _, d := range cgroupDirs(id) {
+		var err error
 		for i := 0; i < 50; i++ {
-			if err := os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+			if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
+				err = nil
 				break
 			}
 			time.Sleep(20 * time.Millisecond)
 		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("cgroup: %w", err))
+		}
 	}
+	return errors.Join(errs...)
 }

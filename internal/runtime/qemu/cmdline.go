@@ -25,6 +25,7 @@ type vmConfig struct {
 	Kernel    string
 	Initrd    string
 	Disk      string // the VM's active qcow2 overlay
+	DiskNode  string // its block node name; default "root"
 	MemPath   string // memory-backend-file path
 	MemShared bool   // share=on (the VM owns MemPath) or a private CoW mapping
 	MemoryMiB int
@@ -61,6 +62,10 @@ func (c vmConfig) args() []string {
 	if c.Accel == "kvm" {
 		cpu, accel = "host,-arch-capabilities", "kvm"
 	}
+	node := c.DiskNode
+	if node == "" {
+		node = "root"
+	}
 	a := []string{
 		"-M", "microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=mem",
 		"-accel", accel,
@@ -75,8 +80,8 @@ func (c vmConfig) args() []string {
 		"-serial", "chardev:con",
 		"-netdev", "tap,id=net0,ifname=" + tapName + ",script=no,downscript=no",
 		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", guestMAC, mtu),
-		"-blockdev", "driver=qcow2,node-name=root,cache.direct=off,file.driver=file,file.filename=" + c.Disk,
-		"-device", "virtio-blk-device,drive=root",
+		"-blockdev", "driver=qcow2,node-name=" + node + ",cache.direct=off,file.driver=file,file.filename=" + c.Disk,
+		"-device", "virtio-blk-device,drive=" + node,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-device,rng=rng0",
 		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared)),

@@ -10,7 +10,6 @@ package qemu
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"encoding/json"
 	"errors"
@@ -142,7 +141,7 @@ type vmState struct {
 	MemoryMiB int      `json:"memory_mib"`
 	CPUs      int      `json:"cpus"`
 	DiskSize  int64    `json:"disk_size"` // virtual size of the root disk
-	Layers    []string `json:"layers"`    // local qcow2 chain, oldest first; last is active
+	Layers    []string `json:"layers"`    // qcow2 chain (all in the VM dir), oldest first; last is active
 }
 
 // snapState describes a checkpoint directory (snapshot.json).
@@ -215,16 +214,17 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 	if err := r.setupNetns(ctx, spec.ID); err != nil {
 		return fmt.Errorf("qemu: network: %w", err)
 	}
-	st := vmState{ID: spec.ID, MemoryMiB: spec.MemoryMiB, CPUs: spec.CPUs, Layers: []string{"disk-0.qcow2"}}
-	disk := filepath.Join(dir, st.Layers[0])
+	st := vmState{ID: spec.ID, MemoryMiB: spec.MemoryMiB, CPUs: spec.CPUs}
 	if snap == "" {
 		fi, err := os.Stat(vf.Disk)
 		if err != nil {
 			return fmt.Errorf("qemu: %w", err)
 		}
 		st.DiskSize = fi.Size()
-		err = r.qemuImgCreate(ctx, disk, vf.Disk, "raw", st.DiskSize)
-		if err != nil {
+		st.Layers = []string{layerName(0)}
+		// The image's disk is versioned and never changes in place: the
+		// only backing file named by an absolute path.
+		if err := r.qemuImgCreate(ctx, filepath.Join(dir, st.Layers[0]), vf.Disk, "raw", st.DiskSize); err != nil {
 			return err
 		}
 	} else {
@@ -232,14 +232,22 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 		if len(ss.Layers) == 0 {
 			return fmt.Errorf("qemu: snapshot %s has no disk", snap)
 		}
-		top, err := filepath.Abs(filepath.Join(snap, ss.Layers[len(ss.Layers)-1]))
-		if err != nil {
-			return err
+		// The VM holds hard links of the snapshot's whole chain, each
+		// backed by the one below through a bare file name: the VM (and
+		// any snapshot of it) needs nothing from the snapshot directory,
+		// which may be deleted under it.
+		for _, l := range ss.Layers {
+			if err := linkOrCopy(filepath.Join(snap, l), filepath.Join(dir, l)); err != nil {
+				return fmt.Errorf("qemu: %w", err)
+			}
 		}
-		if err := r.qemuImgCreate(ctx, disk, top, "qcow2", st.DiskSize); err != nil {
+		top := ss.Layers[len(ss.Layers)-1]
+		st.Layers = append(append([]string(nil), ss.Layers...), layerName(len(ss.Layers)))
+		if err := r.qemuImgCreate(ctx, filepath.Join(dir, st.Layers[len(st.Layers)-1]), top, "qcow2", st.DiskSize); err != nil {
 			return err
 		}
 	}
+	disk := filepath.Join(dir, st.Layers[len(st.Layers)-1])
 	if snap != "" && !ss.MemInStream {
 		st.MemPath, st.MemShared = filepath.Join(snap, memFile), false
 	} else {
@@ -249,7 +257,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 		st.MemoryMiB = 512
 	}
 	cfg := vmConfig{
-		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Disk: disk,
+		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Disk: disk, DiskNode: activeNode(&st),
 		MemPath: st.MemPath, MemShared: st.MemShared, MemoryMiB: st.MemoryMiB, CPUs: st.CPUs,
 		Accel: r.cfg.Accel, Hostname: spec.Hostname, ID: spec.ID, Incoming: snap != "", Sandbox: !r.cfg.NoSandbox,
 	}
@@ -309,38 +317,11 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	if err := q.Execute(mctx, "cont", nil, nil); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
-	t1 := time.Now()
-	defer func() { r.log.Debug("restored", "id", spec.ID, "migrate", t1.Sub(t0), "fixups", time.Since(t1)) }()
-	// A clone shares its kernel's RNG state and a stale clock with every
-	// other clone of the snapshot: reseed it and set the time. Best effort:
-	// the service's own Restored call follows.
-	hostname := spec.Hostname
-	if hostname == "" {
-		hostname = spec.ID
-	}
-	if err := r.fixups(ctx, spec.ID, hostname); err != nil {
-		r.log.Warn("post-restore fix-ups", "id", spec.ID, "err", err)
-	}
+	// The clone shares its kernel's RNG state, its hostname and a stale
+	// clock with every other clone of the snapshot: the service's Restored
+	// call to the agent (seed, hostname, time) fixes that up.
+	r.log.Debug("restored", "id", spec.ID, "migrate", time.Since(t0))
 	return nil
-}
-
-// fixups gives a restored guest fresh entropy and the host's time.
-func (r *Runtime) fixups(ctx context.Context, id, hostname string) error {
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	conn, err := r.Dial(ctx, id)
-	if err != nil {
-		return err
-	}
-	c, err := agentproto.NewClient(conn)
-	if err != nil {
-		conn.Close()
-		return err
-	}
-	defer c.Close()
-	seed := make([]byte, 64)
-	rand.Read(seed)
-	return c.Restored(ctx, agentproto.RestoredRequest{SandboxID: id, Seed: seed, TimeUnixNano: time.Now().UnixNano(), Hostname: hostname})
 }
 
 // spawn starts QEMU inside the VM's network namespace and returns its pid.
@@ -576,24 +557,41 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	// one through a relative name, so a later snapshot's hard links of the
 	// whole chain resolve within the snapshot directory.
 	cur := st.Layers[len(st.Layers)-1]
-	next := fmt.Sprintf("disk-%d.qcow2", len(st.Layers))
+	next := layerName(len(st.Layers))
 	nextPath := filepath.Join(dir, next)
 	os.Remove(nextPath)
 	if err := r.qemuImgCreate(ctx, nextPath, cur, "qcow2", st.DiskSize); err != nil {
 		return 0, err
 	}
+	// Under TCG, QEMU 7.2 misses guest writes during a live pre-copy: a
+	// child of a busy source (one answering the daemon's pings, or just
+	// computing) resumed with RAM older than its device and CPU state and
+	// crashed ("scheduling while atomic", "VQ 1 ... Guest index
+	// inconsistent with Host index"). So under TCG the source stops for the
+	// whole copy: correct, at the cost of a pause that grows with its RAM.
+	// KVM's dirty log is exact: there the copy runs live.
+	var stopped time.Time
+	if r.cfg.Accel != "kvm" {
+		stopped = time.Now()
+		if err := q.Execute(ctx, "stop", nil, nil); err != nil {
+			return 0, err
+		}
+	}
+	resume := func() { q.Execute(context.WithoutCancel(ctx), "cont", nil, nil) }
 	if err := q.setCaps(ctx, map[string]bool{"x-ignore-shared": false, "pause-before-switchover": true}); err != nil {
+		resume()
 		return 0, err
 	}
 	if err := q.passFD(ctx, "state", out); err != nil {
+		resume()
 		return 0, err
 	}
 	if err := q.Execute(ctx, "migrate", map[string]any{"uri": "fd:state"}, nil); err != nil {
+		resume()
 		return 0, err
 	}
 	// Pre-copy until the VM stops for the switch-over. Poll tightly: the
 	// pause is measured from here.
-	var stopped time.Time
 	relaxed := false
 	start := time.Now()
 	for {
@@ -602,10 +600,13 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 			return 0, err
 		}
 		if ms.Status == "pre-switchover" {
-			stopped = time.Now()
+			if stopped.IsZero() {
+				stopped = time.Now()
+			}
 			break
 		}
 		if ms.Status == "failed" || ms.Status == "cancelled" {
+			resume()
 			return 0, fmt.Errorf("migration %s: %s", ms.Status, ms.ErrorDesc)
 		}
 		if !relaxed && time.Since(start) > 5*time.Second {
@@ -616,11 +617,11 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 		}
 		if ctx.Err() != nil {
 			q.Execute(context.WithoutCancel(ctx), "migrate_cancel", nil, nil)
+			resume()
 			return 0, ctx.Err()
 		}
 		time.Sleep(500 * time.Microsecond)
 	}
-	resume := func() { q.Execute(context.WithoutCancel(ctx), "cont", nil, nil) }
 	// The VM is stopped and its disk still active: freeze the current
 	// overlay and stack the new one on it.
 	if err := q.Execute(ctx, "blockdev-snapshot-sync", map[string]any{
@@ -649,7 +650,12 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	return time.Since(stopped), nil
 }
 
-// nodeName is the block node of local layer i: "root" for the first.
+// layerName is the file of layer i of a VM's qcow2 chain. Layer i has the
+// same name in every VM and snapshot of one lineage, so hard links of a
+// whole chain never collide.
+func layerName(i int) string { return fmt.Sprintf("disk-%d.qcow2", i) }
+
+// nodeName is the block node of layer i: "root" for the first.
 func nodeName(i int) string {
 	if i == 0 {
 		return "root"
@@ -681,8 +687,10 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		unix.Kill(pid, unix.SIGKILL)
 		waitExit(pid, 5*time.Second)
 	}
-	removeCgroup(id)
 	var errs []error
+	if err := removeCgroup(id); err != nil {
+		errs = append(errs, err)
+	}
 	if netns.Exists(nsName(id)) {
 		if err := netns.IP(ctx, "", nil, "netns", "delete", nsName(id)); err != nil {
 			errs = append(errs, err)
@@ -691,10 +699,12 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if err := os.Remove(r.shmPath(id)); err != nil && !errors.Is(err, os.ErrNotExist) {
 		errs = append(errs, err)
 	}
-	if err := os.RemoveAll(dir); err != nil {
-		errs = append(errs, err)
+	if len(errs) > 0 {
+		// Keep the directory: it is what List finds, so the teardown is
+		// retried rather than something left behind unnamed.
+		return errors.Join(errs...)
 	}
-	return errors.Join(errs...)
+	return os.RemoveAll(dir)
 }
 
 // ownsPid reports whether pid is a QEMU whose command line names dir.

@@ -129,6 +129,10 @@ func TestVMLifecycle(t *testing.T) {
 		}
 		c := agent(t, r, id, 30*time.Second)
 		times = append(times, time.Since(t0))
+		// What the service does for every clone: seed, identity, clock.
+		if err := c.Restored(ctx, agentproto.RestoredRequest{SandboxID: id, Hostname: id, Seed: []byte(id), TimeUnixNano: time.Now().UnixNano()}); err != nil {
+			t.Fatalf("clone %s: restored: %v", id, err)
+		}
 		if got := sh(t, c, "cat /root/f; echo $$ > /root/g; date +%s"); !strings.HasPrefix(got, "hello\n") {
 			t.Fatalf("clone %s: %q", id, got)
 		} else if d := time.Now().Unix() - parseInt(strings.Split(got, "\n")[1]); d < -2 || d > 2 {
