@@ -1,0 +1,80 @@
+package gvisor
+
+import (
+	"path/filepath"
+	"testing"
+
+	specs "github.com/opencontainers/runtime-spec/specs-go"
+
+	"github.com/cove-sandbox/cove/internal/runtime"
+)
+
+func TestValidID(t *testing.T) {
+	for id, want := range map[string]bool{
+		"sb-0123456789ab": true,
+		"a":               true,
+		"":                false,
+		"../x":            false,
+		"sb/1":            false,
+		"SB-1":            false,
+		"sb 1":            false,
+		"x-123456789012345678901234567890123456789012": false, // too long for a netns name
+	} {
+		if got := validID(id); got != want {
+			t.Errorf("validID(%q) = %v, want %v", id, got, want)
+		}
+	}
+}
+
+func TestOCISpec(t *testing.T) {
+	s := ociSpec(runtime.Spec{ID: "sb-1", Rootfs: "/images/x/rootfs", CPUs: 2, MemoryMiB: 256, Hostname: "sb-1", Env: []string{"A=b"}})
+	if s.Root.Path != "/images/x/rootfs" || s.Root.Readonly {
+		t.Errorf("root %+v: want the image, writable so that --overlay2 applies", s.Root)
+	}
+	if s.Hostname != "sb-1" || s.Process.Args[0] != "/usr/local/bin/cove-agent" {
+		t.Errorf("hostname %q args %v", s.Hostname, s.Process.Args)
+	}
+	r := s.Linux.Resources
+	if *r.Memory.Limit != 256<<20 || *r.CPU.Quota != 2*cpuPeriod || *r.CPU.Period != cpuPeriod {
+		t.Errorf("limits: memory %d quota %d period %d", *r.Memory.Limit, *r.CPU.Quota, *r.CPU.Period)
+	}
+	var netns string
+	for _, ns := range s.Linux.Namespaces {
+		if ns.Type == specs.NetworkNamespace {
+			netns = ns.Path
+		}
+	}
+	if want := filepath.Join(netnsDir, "cove-sb-1-g"); netns != want {
+		t.Errorf("network namespace %q, want %q: the sandbox must run in its own", netns, want)
+	}
+	env := map[string]bool{}
+	for _, e := range s.Process.Env {
+		env[e] = true
+	}
+	if !env["A=b"] || !env["COVE_SANDBOX_ID=sb-1"] {
+		t.Errorf("env %v", s.Process.Env)
+	}
+	for _, c := range s.Process.Capabilities.Bounding {
+		if c == "CAP_SYS_ADMIN" || c == "CAP_NET_ADMIN" || c == "CAP_SYS_PTRACE" {
+			t.Errorf("capability %s granted", c)
+		}
+	}
+}
+
+func TestStragglerMatch(t *testing.T) {
+	root := "/state/sandboxes/.runsc"
+	tests := []struct {
+		args []string
+		want bool
+	}{
+		{[]string{"runsc", "--root", root, "kill", "sb-1"}, true},
+		{[]string{"runsc-sandbox", "--root=" + root, "--log=/state/sandboxes/sb-1/runsc.log"}, true},
+		{[]string{"runsc", "--root", root, "kill", "sb-10"}, false},
+		{[]string{"runsc", "--root", "/other", "kill", "sb-1"}, false},
+	}
+	for _, tt := range tests {
+		if got := containsArg(tt.args, root) && containsID(tt.args, "sb-1"); got != tt.want {
+			t.Errorf("%v: match = %v, want %v", tt.args, got, tt.want)
+		}
+	}
+}
