@@ -76,7 +76,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 	}
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: time.Duration(req.TTLSecs) * time.Second,
-		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, Prewarm: req.Prewarm,
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -99,7 +99,7 @@ type spawnIn struct {
 	SnapshotTag string `json:"snapshot_tag" jsonschema:"the snapshot to spawn from (see list_snapshots)"`
 	N           int    `json:"n,omitempty" jsonschema:"how many sandboxes; default 1"`
 	TTLSecs     int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime of each, in seconds; empty: the daemon's default"`
-	Prewarm     bool   `json:"prewarm,omitempty" jsonschema:"also refill the snapshot's pool of ready sandboxes in the background, so that the next spawn is faster"`
+	Prewarm     bool   `json:"prewarm,omitempty" jsonschema:"accepted for compatibility; every spawn refills the snapshot's pool of ready sandboxes in the background"`
 }
 
 type sandboxesOut struct {

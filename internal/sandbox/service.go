@@ -172,8 +172,6 @@ type CreateOptions struct {
 	TTL         time.Duration
 	CPUs        int
 	MemoryMiB   int
-	// Prewarm refills the snapshot's warm pool in the background.
-	Prewarm bool
 }
 
 func (s *Service) validate(o *CreateOptions) error {
@@ -212,8 +210,7 @@ func (s *Service) validate(o *CreateOptions) error {
 // snapshot (taking ready ones from its warm pool first). It is all or
 // nothing: if one fails to start, the others are destroyed.
 func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
-	// A snapshot's sandboxes run with the snapshot's cpus and memory.
-	snapCPUs, snapMem := o.CPUs, o.MemoryMiB
+	asked := o // before defaults: a snapshot's sandboxes run with its cpus and memory
 	if err := s.validate(&o); err != nil {
 		return nil, err
 	}
@@ -226,8 +223,8 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 		if src, err = snapshotSource(s, sn); err != nil {
 			return nil, err
 		}
-		if o.Prewarm {
-			defer s.kickPool()
+		if (asked.CPUs != 0 && asked.CPUs != src.cpus) || (asked.MemoryMiB != 0 && asked.MemoryMiB != src.memoryMiB) {
+			return nil, invalidf("snapshot %q runs with %d cpus and %d MiB: spawn it without cpus and memory_mib", o.SnapshotTag, src.cpus, src.memoryMiB)
 		}
 	} else {
 		imageID, rootfs, err := s.cfg.Images.Resolve(o.Image)
@@ -235,9 +232,6 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 			return nil, fmt.Errorf("image %q: %w (build it with `cove image build`)", o.Image, ErrNotFound)
 		}
 		src = imageSource(s, imageID, rootfs, o.CPUs, o.MemoryMiB)
-	}
-	if o.SnapshotTag != "" && ((snapCPUs != 0 && snapCPUs != src.cpus) || (snapMem != 0 && snapMem != src.memoryMiB)) {
-		return nil, invalidf("snapshot %q runs with %d cpus and %d MiB: spawn it without cpus and memory_mib", o.SnapshotTag, src.cpus, src.memoryMiB)
 	}
 	if err := s.reserve(o.N); err != nil {
 		return nil, err

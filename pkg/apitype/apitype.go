@@ -46,8 +46,8 @@ type CreateSandboxRequest struct {
 	TTLSecs     int64  `json:"ttl_secs,omitempty"`     // 0: the configured default
 	CPUs        int    `json:"cpus,omitempty"`         // 0: the configured default
 	MemoryMiB   int    `json:"memory_mib,omitempty"`   // 0: the configured default
-	// Prewarm also refills the snapshot's warm pool in the background, so
-	// the next spawn is served from it.
+	// Prewarm is forkd's flag, accepted for compatibility: every spawn
+	// refills the snapshot's warm pool in the background anyway.
 	Prewarm bool `json:"prewarm,omitempty"`
 }
 
