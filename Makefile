@@ -40,6 +40,7 @@ down:
 
 vet:
 	$(GO) vet ./...
+	@out=$$(gofmt -l cmd internal pkg e2e); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 # The QEMU runtime's tests boot real VMs, so unit tests need the VM image.
 unit: image-vm
