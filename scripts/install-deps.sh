@@ -43,6 +43,23 @@ else
 	log "packages present: ${APT_PACKAGES[*]}"
 fi
 
+# --- the QEMU user -------------------------------------------------------------
+
+# QEMU runs as this unprivileged system user (cove serve --qemu-user takes
+# it by default when it exists). Under KVM it needs /dev/kvm: the kvm group.
+if [[ ${INSTALL_QEMU:-0} == 1 ]]; then
+	if id -u cove-qemu >/dev/null 2>&1; then
+		log "user cove-qemu exists"
+	else
+		log "creating system user cove-qemu"
+		useradd --system --user-group --no-create-home --home-dir /nonexistent \
+			--shell /usr/sbin/nologin cove-qemu
+	fi
+	if getent group kvm >/dev/null && ! id -nG cove-qemu | tr ' ' '\n' | grep -qx kvm; then
+		usermod -a -G kvm cove-qemu
+	fi
+fi
+
 # --- runsc -----------------------------------------------------------------
 
 find_go() {

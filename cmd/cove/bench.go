@@ -34,6 +34,7 @@ type benchReport struct {
 	Backend        string        `json:"backend"`
 	DaemonVersion  string        `json:"daemon_version"`
 	RuntimeVersion string        `json:"runtime_version"`
+	Accel          string        `json:"accel,omitempty"` // QEMU's accelerator: tcg or kvm
 	Results        []benchResult `json:"results"`
 }
 
@@ -75,7 +76,19 @@ type benchBaseline struct {
 }
 
 // benchTarget is the goal for a result, where the project has one.
-func benchTarget(name string) string {
+func benchTarget(backend, name string) string {
+	if backend == "qemu" {
+		// Issue 5's targets, set for TCG.
+		switch name {
+		case "spawn":
+			return "restore p50 <= 80 ms"
+		case "pss_per_child":
+			return "<= 35 MiB"
+		case "branch_pause_0", "branch_pause_50", "branch_pause_200":
+			return "p50 <= 10 ms"
+		}
+		return ""
+	}
 	switch name {
 	case "exec":
 		// Exec goes through the guest agent's open connection; it
@@ -109,6 +122,7 @@ type benchOpts struct {
 	poolHandouts int   // hand-outs from a warm pool
 	poolSize     int   // of the pool hand-outs come from
 	spawnN       int   // children of the one big spawn, whose Pss is measured
+	spawnNs      []int // if set, several big spawns of these sizes (the last's Pss is measured)
 	branches     int   // branches per dirty size
 	branchMiB    []int // written in the branch source before each branch
 	chainDepth   int   // deepest snapshot of the chain
@@ -137,6 +151,9 @@ func runBench(ctx context.Context, args []string) error {
 	only := fs.String("only", "", "run only these benchmarks, comma-separated: create, exec, eval, transfer, spawn, pool, spawn100, branch, chain")
 	skip := fs.String("skip", "", "skip these benchmarks, comma-separated (names as for --only)")
 	out := fs.String("out", "", "also write the JSON result to this file")
+	backend := fs.String("backend", "", "empty: benchmark the running daemon; qemu: start a temporary QEMU daemon (this binary) for the run")
+	accel := fs.String("accel", "tcg", "with --backend qemu: QEMU accelerator (tcg, kvm or auto)")
+	imageDir := fs.String("image-dir", "/var/lib/cove/images", "with --backend qemu: where the daemon finds images (with VM artifacts)")
 	pos, err := parseArgs(fs, args, -1)
 	if err != nil {
 		return err
@@ -154,14 +171,30 @@ func runBench(ctx context.Context, args []string) error {
 	if o.spawnN > apitype.MaxN {
 		return fmt.Errorf("--spawn-n must be at most %d", apitype.MaxN)
 	}
+	switch *backend {
+	case "":
+	case "qemu":
+		qemuBenchDefaults(fs, &o)
+	default:
+		return fmt.Errorf("--backend %q: want qemu, or none for the running daemon", *backend)
+	}
 	if o.branchMiB, err = parseMiBList(*branchMiB); err != nil {
 		return fmt.Errorf("--branch-mib: %w", err)
 	}
 	if err := o.selectGroups(*only, *skip); err != nil {
 		return err
 	}
-	cl, daemon, err := c.client()
-	if err != nil {
+	var cl *client.Client
+	var daemon string
+	if *backend == "qemu" {
+		logf := func(format string, args ...any) { fmt.Fprintf(os.Stderr, "bench: "+format+"\n", args...) }
+		d, err := startTempDaemon(ctx, *accel, *imageDir, logf)
+		if err != nil {
+			return err
+		}
+		defer d.stop(logf)
+		cl, daemon = client.New(d.url, d.key, client.WithUserAgent("cove-cli/"+version)), d.url
+	} else if cl, daemon, err = c.client(); err != nil {
 		return err
 	}
 	b := &bencher{cl: cl, o: o, log: os.Stderr}
@@ -224,9 +257,10 @@ func (b *bencher) run(ctx context.Context) (benchReport, error) {
 		Backend:        info.Backend,
 		DaemonVersion:  info.Version,
 		RuntimeVersion: info.RuntimeVer,
+		Accel:          accelOf(info),
 	}
 	add := func(r benchResult) {
-		r.Target = benchTarget(r.Name)
+		r.Target = benchTarget(info.Backend, r.Name)
 		rep.Results = append(rep.Results, r)
 	}
 
@@ -240,6 +274,9 @@ func (b *bencher) run(ctx context.Context) (benchReport, error) {
 		b.runSnapshotBenches(ctx, info, add)
 	}
 	addColdBaseline(rep.Results)
+	if r, ok := restoreRatio(rep.Results); ok {
+		rep.Results = append(rep.Results, r)
+	}
 	if err := ctx.Err(); err != nil {
 		// Everything made is deleted by now; a report of canceled
 		// calls is worth nothing.

@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/user"
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
@@ -39,7 +40,7 @@ func runServe(ctx context.Context, args []string) error {
 		tokenFile    = fs.String("token-file", "/etc/cove/token", "API key file; created with a new key if missing")
 		backend      = fs.String("backend", "auto", "isolation backend: auto, gvisor or qemu")
 		accel        = fs.String("accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
-		qemuUser     = fs.String("qemu-user", "", "unprivileged user QEMU runs as (e.g. cove-qemu); empty for root")
+		qemuUser     = fs.String("qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
 		runsc        = fs.String("runsc", "runsc", "path to runsc")
 		defaultTTL   = fs.Duration("default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
 		maxTTL       = fs.Duration("max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
@@ -254,4 +255,12 @@ func (r imageResolver) Resolve(nameOrID string) (id, rootfs string, err error) {
 		return "", "", err
 	}
 	return img.ID, img.Rootfs, nil
+}
+
+// defaultQemuUser is cove-qemu if that user exists, else "" (root).
+func defaultQemuUser() string {
+	if _, err := user.Lookup("cove-qemu"); err == nil {
+		return "cove-qemu"
+	}
+	return ""
 }

@@ -9,6 +9,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"strings"
 	"time"
 
@@ -70,6 +72,14 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)
+		}
+	}
+	// Token hashes live here: readable by the daemon alone, whatever the
+	// directories above allow. The schema writes above made the WAL files.
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		if err := os.Chmod(p, 0o600); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			db.Close()
+			return nil, fmt.Errorf("store: %w", err)
 		}
 	}
 	return &Store{db: db}, nil

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"testing"
 	"time"
@@ -103,5 +104,23 @@ func TestMigrateSnapshots(t *testing.T) {
 	got, err := s.Snapshots(ctx)
 	if err != nil || len(got) != 1 || got[0].RuntimeVersion != "v" {
 		t.Fatalf("Snapshots = %+v, %v", got, err)
+	}
+}
+
+func TestDatabaseIsPrivate(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "cove.db")
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for _, p := range []string{path, path + "-wal", path + "-shm"} {
+		fi, err := os.Stat(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if fi.Mode().Perm() != 0o600 {
+			t.Errorf("%s has mode %v, want 0600", filepath.Base(p), fi.Mode().Perm())
+		}
 	}
 }

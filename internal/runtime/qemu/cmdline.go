@@ -35,6 +35,7 @@ type vmConfig struct {
 	ID        string
 	Incoming  bool // -incoming defer: wait for migrate-incoming
 	Sandbox   bool // -sandbox on,...
+	TapFD     int  // if > 0, the tap's queue QEMU inherits; else QEMU opens tap0
 }
 
 func (c vmConfig) qmpPath() string { return filepath.Join(c.Dir, "qmp.sock") }
@@ -78,7 +79,7 @@ func (c vmConfig) args() []string {
 		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 %scove.hostname=%s cove.id=%s", tscArgs(c.Accel), c.Hostname, c.ID),
 		"-chardev", "file,id=con,path=" + filepath.Join(c.Dir, "console.log"),
 		"-serial", "chardev:con",
-		"-netdev", "tap,id=net0,ifname=" + tapName + ",script=no,downscript=no",
+		"-netdev", c.netdev(),
 		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", guestMAC, mtu),
 		"-blockdev", "driver=qcow2,node-name=" + node + ",cache.direct=off,file.driver=file,file.filename=" + c.Disk,
 		"-device", "virtio-blk-device,drive=" + node,
@@ -94,6 +95,13 @@ func (c vmConfig) args() []string {
 		a = append(a, "-incoming", "defer")
 	}
 	return a
+}
+
+func (c vmConfig) netdev() string {
+	if c.TapFD > 0 {
+		return "tap,id=net0,fd=" + strconv.Itoa(c.TapFD)
+	}
+	return "tap,id=net0,ifname=" + tapName + ",script=no,downscript=no"
 }
 
 // tscArgs tells a TCG guest its TSC's rate. Under TCG the guest's TSC is

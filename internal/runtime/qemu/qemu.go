@@ -14,6 +14,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -52,6 +53,7 @@ type Runtime struct {
 	qemu     string
 	qemuImg  string
 	uid, gid int // -1 when QEMU runs as root
+	kvmGid   int // supplementary group for /dev/kvm (0: none)
 	log      *slog.Logger
 }
 
@@ -96,8 +98,16 @@ func New(cfg Config) (*Runtime, error) {
 		}
 		r.uid, _ = strconv.Atoi(u.Uid)
 		r.gid, _ = strconv.Atoi(u.Gid)
-		// QEMU must reach its own directory below this one.
-		os.Chmod(cfg.Dir, 0o711)
+		// QEMU must reach its own directory below this one: every
+		// directory above it gets search (not read) permission.
+		if err := ensureTraversable(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("qemu: %w", err)
+		}
+		if cfg.Accel == "kvm" {
+			if g, err := user.LookupGroup("kvm"); err == nil {
+				r.kvmGid, _ = strconv.Atoi(g.Gid)
+			}
+		}
 	}
 	return r, nil
 }
@@ -211,9 +221,11 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 			return fmt.Errorf("qemu: %w", err)
 		}
 	}
+	t0 := time.Now()
 	if err := r.setupNetns(ctx, spec.ID); err != nil {
 		return fmt.Errorf("qemu: network: %w", err)
 	}
+	tNet := time.Since(t0)
 	st := vmState{ID: spec.ID, MemoryMiB: spec.MemoryMiB, CPUs: spec.CPUs}
 	if snap == "" {
 		fi, err := os.Stat(vf.Disk)
@@ -240,16 +252,34 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 			if err := linkOrCopy(filepath.Join(snap, l), filepath.Join(dir, l)); err != nil {
 				return fmt.Errorf("qemu: %w", err)
 			}
+			// Snapshots made while QEMU ran as root hold root's files.
+			if r.uid >= 0 {
+				if err := os.Chown(filepath.Join(dir, l), r.uid, r.gid); err != nil {
+					return fmt.Errorf("qemu: %w", err)
+				}
+			}
 		}
 		top := ss.Layers[len(ss.Layers)-1]
 		st.Layers = append(append([]string(nil), ss.Layers...), layerName(len(ss.Layers)))
-		if err := r.qemuImgCreate(ctx, filepath.Join(dir, st.Layers[len(st.Layers)-1]), top, "qcow2", st.DiskSize); err != nil {
+		if err := r.newTopLayer(ctx, snap, filepath.Join(dir, st.Layers[len(st.Layers)-1]), top, st.DiskSize); err != nil {
 			return err
 		}
 	}
 	disk := filepath.Join(dir, st.Layers[len(st.Layers)-1])
+	tDisk := time.Since(t0) - tNet
 	if snap != "" && !ss.MemInStream {
-		st.MemPath, st.MemShared = filepath.Join(snap, memFile), false
+		// A hard link in the VM's own directory: QEMU (maybe unprivileged)
+		// needs no way into the snapshot directory, and the clone keeps
+		// its RAM image if the snapshot is deleted under it.
+		st.MemPath, st.MemShared = filepath.Join(dir, memFile), false
+		if err := os.Link(filepath.Join(snap, memFile), st.MemPath); err != nil {
+			st.MemPath = filepath.Join(snap, memFile)
+		}
+		if r.uid >= 0 {
+			if err := os.Chown(st.MemPath, r.uid, r.gid); err != nil {
+				return fmt.Errorf("qemu: %w", err)
+			}
+		}
 	} else {
 		st.MemPath, st.MemShared = r.shmPath(spec.ID), true
 	}
@@ -283,7 +313,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 	if err != nil {
 		return err
 	}
-	r.log.Debug("qemu up", "id", spec.ID, "qmp_after", time.Since(launchStart))
+	r.log.Debug("qemu up", "id", spec.ID, "netns", tNet, "disk", tDisk, "qmp_after", time.Since(launchStart))
 	defer q.Close()
 	if snap == "" {
 		return nil
@@ -331,15 +361,26 @@ func (r *Runtime) spawn(ctx context.Context, id string, cfg vmConfig) (int, erro
 		return 0, fmt.Errorf("qemu: %w", err)
 	}
 	defer log.Close()
+	tap, err := openTap(nsName(id))
+	if err != nil {
+		return 0, fmt.Errorf("qemu: %w", err)
+	}
+	defer tap.Close()
+	cfg.TapFD = 3 // the first of ExtraFiles
 	args := []string{"netns", "exec", nsName(id)}
 	if r.uid >= 0 {
+		groups := "--clear-groups"
+		if r.kvmGid > 0 {
+			groups = "--groups=" + strconv.Itoa(r.kvmGid)
+		}
 		args = append(args, "setpriv", "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
-			"--clear-groups", "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
+			groups, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
 	}
 	args = append(append(args, r.qemu), cfg.args()...)
 	// Not CommandContext: the VM outlives this call (and this daemon).
 	cmd := exec.Command("ip", args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	cmd.ExtraFiles = []*os.File{tap}
 	cmd.Dir = cfg.Dir
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Start(); err != nil {
@@ -516,12 +557,82 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 		if err := linkOrCopy(st.MemPath, filepath.Join(image, memFile)); err != nil {
 			return 0, fmt.Errorf("qemu: %w", err)
 		}
+		// QEMU 7.2 opens a memory-backend-file read-write even for a
+		// private mapping (it never writes it): clones, running as the
+		// QEMU user, must be able to.
+		if r.uid >= 0 {
+			if err := os.Chown(filepath.Join(image, memFile), r.uid, r.gid); err != nil {
+				return 0, fmt.Errorf("qemu: %w", err)
+			}
+		}
+	}
+	// Every child's new top layer is the same empty overlay of the
+	// snapshot's top (named by its bare file name): made once here, copied
+	// at each restore rather than running qemu-img (~10 ms) every time.
+	if len(ss.Layers) > 0 {
+		if err := r.qemuImgCreate(ctx, filepath.Join(image, overlayTemplate), ss.Layers[len(ss.Layers)-1], "qcow2", ss.DiskSize); err != nil {
+			r.log.Warn("no overlay template: children run qemu-img", "err", err)
+		}
 	}
 	b, _ := json.Marshal(ss)
 	if err := os.WriteFile(filepath.Join(image, snapFile), b, 0o644); err != nil {
 		return 0, fmt.Errorf("qemu: %w", err)
 	}
 	return pause, nil
+}
+
+// overlayTemplate is a snapshot's empty overlay of its top layer.
+const overlayTemplate = "overlay.qcow2"
+
+// newTopLayer makes path an empty qcow2 overlay of top (a bare name in
+// the same directory): a copy of the snapshot's template when it has one.
+func (r *Runtime) newTopLayer(ctx context.Context, snap, path, top string, size int64) error {
+	if err := copyFile(filepath.Join(snap, overlayTemplate), path); err == nil {
+		if r.uid >= 0 {
+			return os.Chown(path, r.uid, r.gid)
+		}
+		return nil
+	}
+	os.Remove(path)
+	return r.qemuImgCreate(ctx, path, top, "qcow2", size)
+}
+
+// ensureTraversable gives dir and every directory above it search
+// permission for others, which an unprivileged QEMU needs to reach its
+// own directory; nothing gets read permission.
+func ensureTraversable(dir string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
+				return err
+			}
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// copyFile copies src to a new file dst.
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
 }
 
 func (r *Runtime) goldenCheckpoint(ctx context.Context, q *qmp, st vmState, out *os.File, ignoreShared bool) (time.Duration, error) {
