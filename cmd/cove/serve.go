@@ -54,6 +54,7 @@ func runServe(ctx context.Context, args []string) error {
 		defaultSnap  = fs.String("default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
 		startTimeout = fs.Duration("start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
+		startPar     = fs.Int("start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
 	)
 	if err := fs.Parse(args); err != nil {
 		return err
@@ -129,7 +130,7 @@ func runServe(ctx context.Context, args []string) error {
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: *defaultImage, Limits: limits, Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: *poolSize, PoolMemoryMiB: *poolMem,
-		StartTimeout: *startTimeout,
+		StartTimeout: *startTimeout, StartParallelism: *startPar,
 	})
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("recover state: %w", err)
