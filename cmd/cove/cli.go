@@ -194,6 +194,21 @@ func rememberTokens(name, daemonURL string, sbs []apitype.SandboxInfo) {
 	}
 }
 
+// printMade prints newly made sandboxes as JSON (with their tokens), as
+// bare ids (quiet, for scripts), or as a table.
+func printMade(asJSON, quiet bool, sbs []apitype.SandboxInfo) error {
+	switch {
+	case asJSON:
+		return printJSON(os.Stdout, sbs)
+	case quiet:
+		for _, sb := range sbs {
+			fmt.Println(sb.ID)
+		}
+		return nil
+	}
+	return printSandboxes(os.Stdout, sbs)
+}
+
 // printSandboxes writes a table of newly made sandboxes.
 func printSandboxes(w io.Writer, sbs []apitype.SandboxInfo) error {
 	now := time.Now()

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -51,34 +50,6 @@ func runCreate(ctx context.Context, args []string) error {
 	}
 
 	// Save the tokens before printing: they exist only in this answer.
-	// Failing to save them is not worth failing the command, which would
-	// make scripts believe no sandbox was made.
-	toks := make(map[string]string, len(sbs))
-	for _, sb := range sbs {
-		if sb.Token != "" {
-			toks[sb.ID] = sb.Token
-		}
-	}
-	if st, err := defaultTokenStore(); err != nil {
-		fmt.Fprintf(os.Stderr, "cove create: warning: sandbox tokens not saved: %v; use --json to see them\n", err)
-	} else if err := st.add(daemon, toks); err != nil {
-		fmt.Fprintf(os.Stderr, "cove create: warning: sandbox tokens not saved: %v; use --json to see them\n", err)
-	}
-
-	switch {
-	case c.json:
-		return printJSON(os.Stdout, sbs)
-	case *quiet:
-		for _, sb := range sbs {
-			fmt.Println(sb.ID)
-		}
-		return nil
-	}
-	now := time.Now()
-	tw := newTable(os.Stdout)
-	fmt.Fprintln(tw, "ID\tSTATUS\tBACKEND\tEXPIRES")
-	for _, sb := range sbs {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", sb.ID, sb.Status, sb.Backend, fmtUntil(now, sb.ExpiresAtUnix))
-	}
-	return tw.Flush()
+	rememberTokens("create", daemon, sbs)
+	return printMade(c.json, *quiet, sbs)
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -46,14 +45,5 @@ func runSpawn(ctx context.Context, args []string) error {
 	}
 	// Save the tokens before printing: they exist only in this answer.
 	rememberTokens("spawn", daemon, sbs)
-	switch {
-	case c.json:
-		return printJSON(os.Stdout, sbs)
-	case *quiet:
-		for _, sb := range sbs {
-			fmt.Println(sb.ID)
-		}
-		return nil
-	}
-	return printSandboxes(os.Stdout, sbs)
+	return printMade(c.json, *quiet, sbs)
 }
