@@ -43,6 +43,28 @@ else
 	log "packages present: ${APT_PACKAGES[*]}"
 fi
 
+# --- QEMU 10 -------------------------------------------------------------------
+#
+# QEMU before 10 loses guest writes during a live migration under TCG (a
+# branched VM's children crashed), and cove's live branch depends on it. On
+# Debian 12 QEMU 10 comes from bookworm-backports; apt only takes from there
+# what -t names.
+qemu_major() { qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p'; }
+if [[ ${INSTALL_QEMU:-0} == 1 ]] && (($(qemu_major || echo 0) < 10)); then
+	. /etc/os-release
+	[[ ${VERSION_CODENAME:-} == bookworm ]] ||
+		die "QEMU $(qemu_major) is too old (need 10): install QEMU 10 from your distribution"
+	list=/etc/apt/sources.list.d/cove-bookworm-backports.list
+	if ! grep -rqs '^[^#]*bookworm-backports' /etc/apt/sources.list /etc/apt/sources.list.d/; then
+		log "adding bookworm-backports for QEMU 10"
+		echo 'deb http://deb.debian.org/debian bookworm-backports main' >"$list"
+	fi
+	export DEBIAN_FRONTEND=noninteractive
+	apt-get update
+	apt-get install -y --no-install-recommends -t bookworm-backports qemu-system-x86 qemu-utils
+	(($(qemu_major) >= 10)) || die "QEMU 10 did not install"
+fi
+
 # --- the QEMU user -------------------------------------------------------------
 
 # QEMU runs as this unprivileged system user (cove serve --qemu-user takes

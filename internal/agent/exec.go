@@ -14,14 +14,22 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cove-sandbox/cove/internal/agentproto"
 )
 
 // pipeGrace is how long Exec waits, once the command has exited, for the
-// output pipes to close. A background child (`server &`) keeps them open
-// for as long as it runs; the call must not wait for it, and the child must
-// not die of SIGPIPE either, so its output is drained and dropped after.
-const pipeGrace = 250 * time.Millisecond
+// output pipes to close, before it looks whether they are merely held open.
+// A background child (`server &`) keeps them open for as long as it runs;
+// the call must not wait for it, and the child must not die of SIGPIPE
+// either, so its output is drained and dropped after. But on a loaded guest
+// the readers may not even have run yet: Exec waits on (up to pipeMax)
+// while output is still in a pipe or on its way into the result.
+const (
+	pipeGrace = 250 * time.Millisecond
+	pipeMax   = 30 * time.Second
+)
 
 // errExecTimeout is the cause of an exec context that ended by the
 // request's own timeout, as opposed to a cancel from the host.
@@ -81,7 +89,7 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 		killed.Store(true)
 		return killGroup(cmd.Process.Pid)
 	}
-	drained, err := captureOutput(cmd, &stdout, &stderr)
+	out, err := captureOutput(cmd, &stdout, &stderr)
 	if err != nil {
 		return res, fmt.Errorf("exec %s: %w", argv[0], err)
 	}
@@ -98,9 +106,15 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	// Wait's error is not needed: the process state says how the command
 	// ended.
 	_ = cmd.Wait()
-	select {
-	case <-drained:
-	case <-time.After(pipeGrace):
+	for deadline := time.Now().Add(pipeMax); ; {
+		select {
+		case <-out.drained:
+		case <-time.After(pipeGrace):
+			if !out.settled() && time.Now().Before(deadline) {
+				continue
+			}
+		}
+		break
 	}
 	stdout.freeze()
 	stderr.freeze()
@@ -204,10 +218,61 @@ func envValue(env []string, key string) string {
 	return ""
 }
 
+// capture is the reading end of a command's stdout and stderr.
+type capture struct {
+	drained <-chan struct{} // closed once both pipes reach EOF
+	readers [2]*pipeReader
+}
+
+// settled reports whether everything written to the pipes so far is in
+// the buffers: both readers wait in a read, with nothing left in the pipe.
+func (c *capture) settled() bool {
+	for _, r := range c.readers {
+		if !r.settled() {
+			return false
+		}
+	}
+	return true
+}
+
+// pipeReader copies a pipe into a buffer and tells whether it is idle.
+type pipeReader struct {
+	r    *os.File
+	dst  *capBuffer
+	idle atomic.Bool // in a Read, with all it read before in dst
+}
+
+func (p *pipeReader) run() {
+	defer p.r.Close()
+	buf := make([]byte, 32<<10)
+	for {
+		p.idle.Store(true)
+		n, err := p.r.Read(buf)
+		p.idle.Store(false)
+		p.dst.Write(buf[:n])
+		if err != nil {
+			p.idle.Store(true)
+			return
+		}
+	}
+}
+
+func (p *pipeReader) settled() bool {
+	if !p.idle.Load() {
+		return false
+	}
+	rc, err := p.r.SyscallConn()
+	if err != nil {
+		return true // closed: read to EOF
+	}
+	pending := 0
+	rc.Control(func(fd uintptr) { pending, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) // FIONREAD
+	return pending == 0
+}
+
 // captureOutput connects the command's stdout and stderr to pipes whose
-// readers copy into out and errOut. The returned channel closes once both
-// pipes reach EOF, which may be long after the command exits.
-func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (<-chan struct{}, error) {
+// readers copy into out and errOut.
+func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (*capture, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -220,23 +285,20 @@ func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (<-chan struct{}, erro
 	}
 	cmd.Stdout, cmd.Stderr = outW, errW
 	drained := make(chan struct{})
+	c := &capture{drained: drained, readers: [2]*pipeReader{{r: outR, dst: out}, {r: errR, dst: errOut}}}
 	var wg sync.WaitGroup
-	for _, p := range []struct {
-		r   *os.File
-		dst *capBuffer
-	}{{outR, out}, {errR, errOut}} {
+	for _, r := range c.readers {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer p.r.Close()
-			io.Copy(p.dst, p.r)
+			r.run()
 		}()
 	}
 	go func() {
 		wg.Wait()
 		close(drained)
 	}()
-	return drained, nil
+	return c, nil
 }
 
 func closeFiles(ws ...io.Writer) {

@@ -258,3 +258,32 @@ func TestLookPath(t *testing.T) {
 		}
 	}
 }
+
+// A reader that has not run yet, or has output left in its pipe, is not
+// settled: Exec waits for it rather than dropping the command's output.
+func TestPipeReaderSettled(t *testing.T) {
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	if _, err := w.Write([]byte("output")); err != nil {
+		t.Fatal(err)
+	}
+	var dst capBuffer
+	p := &pipeReader{r: r, dst: &dst}
+	if p.settled() {
+		t.Fatal("settled before reading anything")
+	}
+	go p.run()
+	deadline := time.Now().Add(10 * time.Second)
+	for !p.settled() {
+		if time.Now().After(deadline) {
+			t.Fatal("never settled")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := dst.String(); got != "output" {
+		t.Fatalf("settled with %q in the buffer, want %q", got, "output")
+	}
+}

@@ -107,10 +107,12 @@ func (r recipe) key() string {
 	return hex.EncodeToString(sum[:])
 }
 
-// imageKey is the content address of an image: its base plus the agent.
+// imageKey is the content address of an image: its base plus the agent,
+// and the VM init, which its VM artifacts (made on demand, never remade)
+// depend on.
 func imageKey(baseKey string, agent []byte) string {
 	h := sha256.New()
-	h.Write([]byte("cove-image\x00" + baseKey + "\x00"))
+	h.Write([]byte("cove-image\x00" + baseKey + "\x00" + vmInitVersion + "\x00"))
 	h.Write(agent)
 	return hex.EncodeToString(h.Sum(nil))
 }

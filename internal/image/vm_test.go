@@ -150,3 +150,17 @@ func TestVMFilesFor(t *testing.T) {
 		t.Fatalf("%+v", v)
 	}
 }
+
+func TestPadInitrd(t *testing.T) {
+	for _, n := range []int{1, 1128, 3812, 4092, 4096, 4100, 1421028} {
+		b := bytes.NewBuffer(bytes.Repeat([]byte{0xab}, n))
+		padInitrd(b)
+		got := b.Bytes()
+		if len(got)%4096 != 4 || len(got) <= n {
+			t.Errorf("size %d: padded to %d, want 4 past a page boundary", n, len(got))
+		}
+		if !bytes.Equal(got[:n], bytes.Repeat([]byte{0xab}, n)) || bytes.Count(got[n:], []byte{0}) != len(got)-n {
+			t.Errorf("size %d: content changed or padding not zero", n)
+		}
+	}
+}

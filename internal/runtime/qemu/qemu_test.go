@@ -22,7 +22,7 @@ func TestArgs(t *testing.T) {
 		Incoming: true, Sandbox: true}
 	a := strings.Join(c.args(), " ")
 	for _, want := range []string{
-		"-M microvm,x-option-roms=off,isa-serial=on,rtc=on,memory-backend=mem",
+		"-M microvm,isa-serial=on,rtc=on,memory-backend=mem",
 		"-accel tcg,tb-size=256 -cpu max -m 256 -smp 2",
 		"cove.hostname=h cove.id=vm1",
 		"memory-backend-file,id=mem,size=256M,mem-path=/snap/mem,share=off",
@@ -218,3 +218,19 @@ func TestListAndDestroyIdempotent(t *testing.T) {
 }
 
 func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
+
+func TestMajorVersion(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want int
+	}{
+		{"QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1) (tcg)", 10},
+		{"QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3) (kvm)", 7},
+		{"unknown", 0},
+		{"QEMU emulator version x.y", 0},
+	} {
+		if got := majorVersion(tc.in); got != tc.want {
+			t.Errorf("majorVersion(%q) = %d, want %d", tc.in, got, tc.want)
+		}
+	}
+}
