@@ -45,12 +45,16 @@ fi
 
 # --- QEMU 10 -------------------------------------------------------------------
 #
-# QEMU before 10 loses guest writes during a live migration under TCG (a
+# QEMU 7.2 (Debian 12's) loses guest writes during a live migration under TCG (a
 # branched VM's children crashed), and cove's live branch depends on it. On
 # Debian 12 QEMU 10 comes from bookworm-backports; apt only takes from there
 # what -t names.
-qemu_major() { qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p'; }
-if [[ ${INSTALL_QEMU:-0} == 1 ]] && (($(qemu_major || echo 0) < 10)); then
+qemu_major() {
+	local v
+	v=$(qemu-system-x86_64 --version 2>/dev/null | sed -n 's/^QEMU emulator version \([0-9]*\)\..*/\1/p')
+	echo "${v:-0}"
+}
+if [[ ${INSTALL_QEMU:-0} == 1 ]] && (($(qemu_major) < 10)); then
 	. /etc/os-release
 	[[ ${VERSION_CODENAME:-} == bookworm ]] ||
 		die "QEMU $(qemu_major) is too old (need 10): install QEMU 10 from your distribution"
