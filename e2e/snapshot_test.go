@@ -123,7 +123,7 @@ func TestBranchDiverges(t *testing.T) {
 		t.Fatalf("branch: %v\n%s", err, d.logTail())
 	}
 	t.Cleanup(func() { deleteSnapshotEventually(t, d, res.Tag) })
-	if res.BranchedFrom != src.id || res.Depth != 1 || res.PauseMs <= 0 || len(res.Children) != 2 {
+	if res.BranchedFrom != src.id || res.Depth != 1 || res.PauseMs <= 0 || res.StoppedMs <= 0 || len(res.Children) != 2 {
 		t.Fatalf("branch response %+v", res)
 	}
 	var kids []sandbox

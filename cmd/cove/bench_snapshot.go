@@ -507,34 +507,35 @@ func (s *snapBench) benchBranch(ctx context.Context) []benchResult {
 			rows = append(rows, failedResult(names[i], unitMs, fmt.Errorf("%d MiB does not fit well in a %d MiB sandbox", mib, mem)))
 			continue
 		}
-		pauses, err := s.branchPauses(ctx, src, mib, names[i])
+		pauses, stops, err := s.branchPauses(ctx, src, mib, names[i])
 		if err != nil {
 			rows = append(rows, failedResult(names[i], unitMs, err))
 			continue
 		}
 		r := msResult(names[i], pauses)
-		s.logf("%s: pause p50 %.2f ms, p99 %.2f ms over %d", r.Name, r.P50, r.P99, r.N)
-		rows = append(rows, r)
+		st := msResult(fmt.Sprintf("branch_stopped_%d", mib), stops)
+		s.logf("%s: pause p50 %.2f ms, p99 %.2f ms over %d; stopped p50 %.2f ms", r.Name, r.P50, r.P99, r.N, st.P50)
+		rows = append(rows, r, st)
 	}
 	return rows
 }
 
 // branchPauses branches src s.o.branches times, each after writing mib
 // MiB of random data in it, deletes the branches, and returns how long
-// each paused src.
-func (s *snapBench) branchPauses(ctx context.Context, src apitype.SandboxInfo, mib int, name string) ([]float64, error) {
+// each paused src as its agent saw it, and how long the runtime had it
+// stopped.
+func (s *snapBench) branchPauses(ctx context.Context, src apitype.SandboxInfo, mib int, name string) (pauses, stops []float64, err error) {
 	script := "rm -f /tmp/dirty"
 	if mib > 0 {
 		script = fmt.Sprintf("head -c %dM /dev/urandom > /tmp/dirty && sync", mib)
 	}
-	pauses := make([]float64, 0, s.o.branches)
 	for i := range s.o.branches {
 		res, err := s.cl.Exec(ctx, src.ID, src.Token, apitype.ExecRequest{Shell: script, TimeoutSecs: 120})
 		if err == nil && res.ExitCode != 0 {
 			err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(res.Stderr))
 		}
 		if err != nil {
-			return nil, fmt.Errorf("write %d MiB in the source: %w", mib, err)
+			return nil, nil, fmt.Errorf("write %d MiB in the source: %w", mib, err)
 		}
 		tag := fmt.Sprintf("%s-b%d-%d", s.prefix, mib, i)
 		s.cu.addSnapshot(tag)
@@ -543,12 +544,13 @@ func (s *snapBench) branchPauses(ctx context.Context, src apitype.SandboxInfo, m
 		d := time.Since(t0)
 		s.cu.deleteSnapshot(ctx, tag)
 		if err != nil {
-			return nil, fmt.Errorf("branch: %w", err)
+			return nil, nil, fmt.Errorf("branch: %w", err)
 		}
 		pauses = append(pauses, br.PauseMs)
-		s.logf("%s %d/%d: paused %.1f ms, call %s, %s", name, i+1, s.o.branches, br.PauseMs, fmtMs(d), fmtBytes(br.SizeBytes))
+		stops = append(stops, br.StoppedMs)
+		s.logf("%s %d/%d: paused %.1f ms (stopped %.1f ms), call %s, %s", name, i+1, s.o.branches, br.PauseMs, br.StoppedMs, fmtMs(d), fmtBytes(br.SizeBytes))
 	}
-	return pauses, nil
+	return pauses, stops, nil
 }
 
 // benchChain times spawning from snapshots at depth 0 (base) to

@@ -371,7 +371,7 @@ func (f *snapFake) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 				si.Depth = p.info.Depth + 1
 			}
 			f.snapshots[req.Tag] = &fakeSnapshot{info: si, chain: sb.chain}
-			br := apitype.BranchResponse{SnapshotInfo: si, PauseMs: 42}
+			br := apitype.BranchResponse{SnapshotInfo: si, PauseMs: 42, StoppedMs: 7}
 			for range req.N {
 				f.next++
 				info := apitype.SandboxInfo{ID: fmt.Sprintf("sb-%d", f.next), Status: "running", SnapshotTag: req.Tag, Token: "tok"}
@@ -421,6 +421,9 @@ func TestSnapshotBenches(t *testing.T) {
 	}
 	if r := byName["branch_pause_50"]; r.P50 != 42 || r.N != 2 {
 		t.Errorf("branch_pause_50 = %+v", r)
+	}
+	if r := byName["branch_stopped_50"]; r.P50 != 7 || r.N != 2 {
+		t.Errorf("branch_stopped_50 = %+v", r)
 	}
 	// This test runs without the daemon's processes: Pss fails, saying so.
 	if r := byName["pss_per_child"]; !strings.Contains(r.Error, "daemon's host") {

@@ -55,7 +55,7 @@ func printBranch(w io.Writer, br apitype.BranchResponse) error {
 	if br.Parent != "" {
 		fmt.Fprintf(w, ", spawned from %s", br.Parent)
 	}
-	fmt.Fprintf(w, ")\npaused    %.1f ms\n", br.PauseMs)
+	fmt.Fprintf(w, ")\npaused    %.1f ms (stopped %.1f ms)\n", br.PauseMs, br.StoppedMs)
 	if len(br.Children) == 0 {
 		return nil
 	}

@@ -94,6 +94,7 @@ func (s *Server) branch(withChildren bool) http.HandlerFunc {
 		out := apitype.BranchResponse{
 			SnapshotInfo: snapshotInfo(res.Snapshot),
 			PauseMs:      float64(res.Pause.Microseconds()) / 1000,
+			StoppedMs:    float64(res.Stopped.Microseconds()) / 1000,
 		}
 		for _, c := range res.Children {
 			out.Children = append(out.Children, sandboxInfo(c))

@@ -130,9 +130,10 @@ type branchIn struct {
 }
 
 type branchOut struct {
-	Snapshot Snapshot  `json:"snapshot" jsonschema:"the snapshot the children were spawned from; spawn more from it with spawn_sandboxes"`
-	PauseMs  float64   `json:"pause_ms" jsonschema:"how long the source sandbox was paused while its state was saved"`
-	Children []Sandbox `json:"children"`
+	Snapshot  Snapshot  `json:"snapshot" jsonschema:"the snapshot the children were spawned from; spawn more from it with spawn_sandboxes"`
+	PauseMs   float64   `json:"pause_ms" jsonschema:"how long the source sandbox stood still (its agent unanswered) while its state was saved"`
+	StoppedMs float64   `json:"stopped_ms" jsonschema:"how long the runtime had the source stopped"`
+	Children  []Sandbox `json:"children"`
 }
 
 func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in branchIn) (*sdk.CallToolResult, branchOut, error) {
@@ -143,7 +144,7 @@ func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, branchOut{}, s.explain(ctx, err, in.SandboxID)
 	}
-	return nil, branchOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs, Children: created(res.Children, s.session(req))}, nil
+	return nil, branchOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs, StoppedMs: res.StoppedMs, Children: created(res.Children, s.session(req))}, nil
 }
 
 type snapshotIn struct {

@@ -38,8 +38,12 @@ type SnapshotInfo struct {
 // BranchResult is what Branch and SnapshotSandbox return.
 type BranchResult struct {
 	Snapshot SnapshotInfo
-	Pause    time.Duration
-	Children []Info
+	// Pause is the longest the source's agent went without answering
+	// back-to-back pings during the checkpoint: the pause as a client sees
+	// it. Stopped is what the runtime reports: how long it had the source
+	// stopped (QEMU: the switch-over; runsc: the whole save).
+	Pause, Stopped time.Duration
+	Children       []Info
 }
 
 // DefaultWarm is the warm-up a built snapshot runs when its creator gives none.
@@ -195,7 +199,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: imageID, CPUs: co.CPUs,
 		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize}
-	sn, _, err := s.checkpoint(ctx, b, rec, rootfs, false)
+	sn, _, _, err := s.checkpoint(ctx, b, rec, rootfs, false)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -248,12 +252,12 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 	}
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB}
-	sn, pause, err := s.checkpoint(ctx, b, rec, rootfs, true)
+	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, rootfs, true)
 	if err != nil {
 		return BranchResult{}, err
 	}
 	release()
-	out := BranchResult{Pause: pause}
+	out := BranchResult{Pause: pause, Stopped: stopped}
 	if o.N > 0 {
 		out.Children, err = s.Create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL})
 		if err != nil {
@@ -275,41 +279,40 @@ func (s *Service) imageOf(b *box) (id, rootfs string, err error) {
 
 // checkpoint saves b as the snapshot rec describes. The image is written
 // beside its final place and renamed, so a crash leaves no half snapshot.
-func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, rootfs string, leaveRunning bool) (*snap, time.Duration, error) {
+func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, rootfs string, leaveRunning bool) (sn *snap, pause, stopped time.Duration, err error) {
 	b.ckptMu.Lock()
 	defer b.ckptMu.Unlock()
 	tmp := filepath.Join(s.cfg.SnapshotDir, ".tmp-"+rec.Tag+"-"+randHex(4))
 	defer os.RemoveAll(tmp)
-	var pause time.Duration
-	var err error
 	if leaveRunning {
 		pause, err = s.measurePause(ctx, b, func() error {
-			_, err := s.cfg.Runtime.Checkpoint(ctx, b.rec.ID, tmp, true)
+			stopped, err = s.cfg.Runtime.Checkpoint(ctx, b.rec.ID, tmp, true)
 			return err
 		})
 	} else {
-		pause, err = s.cfg.Runtime.Checkpoint(ctx, b.rec.ID, tmp, false)
+		stopped, err = s.cfg.Runtime.Checkpoint(ctx, b.rec.ID, tmp, false)
+		pause = stopped
 	}
 	if err != nil {
-		return nil, 0, fmt.Errorf("checkpoint sandbox %s: %w", b.rec.ID, err)
+		return nil, 0, 0, fmt.Errorf("checkpoint sandbox %s: %w", b.rec.ID, err)
 	}
 	rec.SizeBytes = dirSize(tmp)
 	rec.CreatedAt = time.Now()
 	rec.RuntimeVersion = s.runtimeVersion
 	final := s.snapshotDir(rec.Tag)
 	if err := os.Rename(tmp, final); err != nil {
-		return nil, 0, fmt.Errorf("save snapshot %s: %w", rec.Tag, err)
+		return nil, 0, 0, fmt.Errorf("save snapshot %s: %w", rec.Tag, err)
 	}
 	if err := s.cfg.Store.PutSnapshot(ctx, rec); err != nil {
 		os.RemoveAll(final)
-		return nil, 0, err
+		return nil, 0, 0, err
 	}
-	sn := &snap{rec: rec, rootfs: rootfs, ready: true}
+	sn = &snap{rec: rec, rootfs: rootfs, ready: true}
 	s.mu.Lock()
 	s.snapshots[rec.Tag] = sn
 	s.mu.Unlock()
-	s.log.Info("snapshot saved", "tag", rec.Tag, "from", b.rec.ID, "bytes", rec.SizeBytes, "pause", pause)
-	return sn, pause, nil
+	s.log.Info("snapshot saved", "tag", rec.Tag, "from", b.rec.ID, "bytes", rec.SizeBytes, "pause", pause, "stopped", stopped)
+	return sn, pause, stopped, nil
 }
 
 // measurePause runs fn (a live checkpoint) while pinging the sandbox's

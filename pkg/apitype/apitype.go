@@ -231,9 +231,12 @@ type BranchRequest struct {
 }
 
 // BranchResponse is the new snapshot, how long the source was paused, and
-// the children (with their tokens).
+// the children (with their tokens). PauseMs is the longest the source's
+// agent went unanswered during the branch, as a client sees it; StoppedMs
+// is how long the runtime had the source stopped.
 type BranchResponse struct {
 	SnapshotInfo
-	PauseMs  float64       `json:"pause_ms"`
-	Children []SandboxInfo `json:"children,omitempty"`
+	PauseMs   float64       `json:"pause_ms"`
+	StoppedMs float64       `json:"stopped_ms"`
+	Children  []SandboxInfo `json:"children,omitempty"`
 }
