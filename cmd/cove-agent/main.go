@@ -1,5 +1,6 @@
 // Command cove-agent runs inside every cove sandbox and carries out the
-// daemon's calls (see internal/agentproto).
+// daemon's calls (see internal/agentproto). It serves them on TCP, or with
+// --serial on a virtio-serial port (see internal/seriallink).
 //
 // It usually runs as PID 1. Then it is a tiny init: it re-executes itself
 // as a child that does the work, reaps every orphan, forwards SIGTERM and
@@ -30,7 +31,8 @@ var version = "dev"
 const childEnv = "COVE_AGENT_CHILD"
 
 func main() {
-	listen := flag.String("listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(agentproto.Port)), "address to listen on")
+	listen := flag.String("listen", net.JoinHostPort("0.0.0.0", strconv.Itoa(agentproto.Port)), "TCP address to listen on")
+	serial := flag.String("serial", "", "serve on the virtio-serial port with this `name` instead of TCP")
 	logLevel := flag.String("log-level", "info", "log level: debug, info, warn or error")
 	warmEval := flag.Bool("warm-eval", false, "start the Python interpreter at startup rather than on the first eval")
 	flag.Parse()
@@ -46,14 +48,15 @@ func main() {
 		os.Exit(runInit(log.With("role", "init")))
 	}
 	os.Unsetenv(childEnv)
-	if err := run(log, *listen, *warmEval); err != nil {
+	if err := run(log, *listen, *serial, *warmEval); err != nil {
 		log.Error("cove-agent failed", "err", err)
 		os.Exit(1)
 	}
 }
 
-// run serves the daemon until SIGTERM or SIGINT.
-func run(log *slog.Logger, listen string, warmEval bool) error {
+// run serves the daemon until SIGTERM or SIGINT, on the virtio-serial port
+// named serial if it is set, else on TCP address listen.
+func run(log *slog.Logger, listen, serial string, warmEval bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
@@ -67,11 +70,26 @@ func run(log *slog.Logger, listen string, warmEval bool) error {
 		}()
 	}
 
-	l, err := net.Listen("tcp", listen)
+	var (
+		l    net.Listener
+		addr string
+		err  error
+	)
+	if serial != "" {
+		l, addr, err = listenSerial(ctx, serial)
+	} else {
+		l, err = net.Listen("tcp", listen)
+		if err == nil {
+			addr = l.Addr().String()
+		}
+	}
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil // stopped while waiting for the port
+		}
 		return err
 	}
-	log.Info("cove-agent listening", "addr", l.Addr(), "version", version, "protocol", agentproto.Version, "pid", os.Getpid())
+	log.Info("cove-agent listening", "addr", addr, "version", version, "protocol", agentproto.Version, "pid", os.Getpid())
 	err = agentproto.Serve(ctx, l, a, log)
 	if ctx.Err() != nil {
 		log.Info("cove-agent stopping")

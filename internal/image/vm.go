@@ -64,11 +64,14 @@ func (v VMFiles) Exists() bool {
 // have them as modules, they are loaded too (see vmModuleOrder).
 var GuestModules = []string{
 	"virtio_ring", "virtio", "virtio_mmio", "virtio_blk",
-	"failover", "net_failover", "virtio_net", "virtio-rng",
+	"failover", "net_failover", "virtio_net", "virtio-rng", "virtio_console",
 }
 
 // optionalModules are loaded when the kernel has them as modules.
 var optionalModules = []string{"crc16", "mbcache", "jbd2", "crc32c_generic", "libcrc32c", "ext4", "overlay"}
+
+// VMAgentPort is the virtio-serial port the VM's agent serves on.
+const VMAgentPort = "cove.agent"
 
 // Guest network identity: the same in every VM, so one snapshot restores
 // into any number of per-VM network namespaces.
@@ -79,7 +82,7 @@ const (
 )
 
 // vmInitVersion changes whenever the initramfs does (its /init, its layout).
-const vmInitVersion = "cove-vm-init-2"
+const vmInitVersion = "cove-vm-init-3"
 
 // initScript is the initramfs's /init: load the modules, bring up the
 // network, mount the ext4 root and hand PID 1 to cove-agent.
@@ -121,7 +124,7 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts
 mount -t tmpfs -o nosuid,nodev,mode=1777,size=65536k shm /newroot/dev/shm
 exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=linux \
-	COVE_SANDBOX_ID="$ID" switch_root /newroot /usr/local/bin/cove-agent
+	COVE_SANDBOX_ID="$ID" switch_root /newroot /usr/local/bin/cove-agent --serial ` + VMAgentPort + `
 `
 }
 

@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+
+	"github.com/cove-sandbox/cove/internal/image"
 )
 
 // Guest network identity, the same for every VM (see image.VMGuestAddr):
@@ -15,7 +17,6 @@ const (
 	hostMAC  = "02:c0:7e:00:00:01"
 	guestMAC = "02:c0:7e:00:00:02"
 	hostAddr = "10.77.0.1/30"
-	guestIP  = "10.77.0.2"
 	mtu      = 65000
 )
 
@@ -40,6 +41,10 @@ type vmConfig struct {
 
 func (c vmConfig) qmpPath() string { return filepath.Join(c.Dir, "qmp.sock") }
 
+// agentSock is the name of a VM's agent socket in its directory: the host
+// side of the guest's virtio-serial port image.VMAgentPort.
+const agentSock = "agent.sock"
+
 func onOff(b bool) string {
 	if b {
 		return "on"
@@ -56,7 +61,7 @@ var kernelVerbosity = func() string {
 }()
 
 // args builds QEMU's command line: a microvm with the kernel booted
-// directly, virtio-mmio disk, network and RNG, RAM in a file. (QEMU 10
+// directly, virtio-mmio disk, network, RNG and agent port, RAM in a file. (QEMU 10
 // boots an ELF vmlinux through its PVH option ROM: option ROMs stay on.)
 func (c vmConfig) args() []string {
 	cpu := "max"
@@ -84,6 +89,12 @@ func (c vmConfig) args() []string {
 		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", guestMAC, mtu),
 		"-blockdev", "driver=qcow2,node-name=" + node + ",cache.direct=off,file.driver=file,file.filename=" + c.Disk,
 		"-device", "virtio-blk-device,drive=" + node,
+		// The agent's channel: a virtio-serial port, so the daemon reaches
+		// the agent without the guest's network stack (which stays the
+		// sandbox's own) and every clone answers on its own socket.
+		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, agentSock) + ",server=on,wait=off",
+		"-device", "virtio-serial-device,max_ports=2",
+		"-device", "virtserialport,chardev=agent,name=" + image.VMAgentPort,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-device,rng=rng0",
 		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared)),

@@ -3,9 +3,10 @@
 // overlay, RAM in a file (so a golden snapshot's clones map it
 // copy-on-write), and a per-VM network namespace holding one tap device.
 //
-// The agent listens on TCP 10.77.0.2:7070 inside the guest, exactly as
-// under gVisor; the daemon dials it from the VM's namespace, so every VM
-// (and every clone of one snapshot) has the same addresses.
+// The agent answers on a virtio-serial port (see package seriallink): the
+// daemon connects to the VM's agent.sock, and a clone restored from a
+// snapshot resynchronises with the new connection in-band. The network
+// (the same guest addresses in every VM) is the sandbox's own.
 package qemu
 
 import (
@@ -28,10 +29,10 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/cove-sandbox/cove/internal/agentproto"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/seriallink"
 )
 
 // Config configures the runtime.
@@ -368,11 +369,40 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	if err := q.Execute(mctx, "cont", nil, nil); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
+	if err := r.unstickAgentPort(mctx, q, spec.ID); err != nil {
+		return fmt.Errorf("qemu: restore: %w", err)
+	}
 	// The clone shares its kernel's RNG state, its hostname and a stale
 	// clock with every other clone of the snapshot: the service's Restored
 	// call to the agent (seed, hostname, time) fixes that up.
 	r.log.Debug("restored", "id", spec.ID, "migrate", time.Since(t0))
 	return nil
+}
+
+// unstickAgentPort connects to a restored VM's agent socket and hangs up.
+// A snapshot taken while the guest wrote to the host carries that write
+// with it; QEMU flushes it as the clone resumes, into a socket nobody has
+// connected to yet, and throttles the port with nothing to ever wake it
+// (x-query-virtio-queue-status: the port's output queue stays "inuse"):
+// the guest's output would never reach the daemon. A host hang-up clears
+// the throttle and drops the stale write. The QMP round trip first lets
+// QEMU run the post-load step that makes the flush.
+func (r *Runtime) unstickAgentPort(ctx context.Context, q *qmp, id string) error {
+	if err := q.Execute(ctx, "query-status", nil, nil); err != nil {
+		return err
+	}
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", filepath.Join(r.vmDir(id), agentSock))
+	if err != nil {
+		return err
+	}
+	// QEMU takes one connection at a time: a hang-up it never saw
+	// accepted would clear nothing. Another QMP round trip lets it accept.
+	if err := q.Execute(ctx, "query-status", nil, nil); err != nil {
+		c.Close()
+		return err
+	}
+	return c.Close()
 }
 
 // spawn starts QEMU inside the VM's network namespace and returns its pid.
@@ -504,10 +534,18 @@ func (r *Runtime) readState(id string) (vmState, error) {
 
 // Dial implements runtime.Runtime.
 func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
-	if !validID(id) || !netns.Exists(nsName(id)) {
+	if !validID(id) {
 		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
 	}
-	return netns.Dial(ctx, nsName(id), net.JoinHostPort(guestIP, strconv.Itoa(agentproto.Port)))
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "unix", filepath.Join(r.vmDir(id), agentSock))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	return seriallink.Client(c)
 }
 
 // Checkpoint implements runtime.Runtime.
