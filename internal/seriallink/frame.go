@@ -7,8 +7,10 @@
 // restored into many clones, each of whose guests still holds the old
 // session's state, perhaps half a frame in its read buffer, while its host
 // connects fresh. The guest's own view of host connects and disconnects (a
-// read returning 0 while the host is away) is racy and may miss a
-// reconnection entirely. So the link resynchronises in-band.
+// read returning 0 while the host is away) is racy: it may miss a
+// reconnection entirely, or report a hang-up after the next connection's
+// first bytes. So the link resynchronises in-band, and a guest connection
+// ends only when a new one begins.
 //
 // Everything on the port travels in frames: a 16-byte header (the magic
 // "CVL1", an epoch, the payload length, a CRC-32 of those 12 bytes) and at
@@ -134,9 +136,6 @@ func (fr *frameReader) fill(n int) error {
 	}
 	return nil
 }
-
-// reset drops everything buffered.
-func (fr *frameReader) reset() { fr.off, fr.end = 0, 0 }
 
 // A frameWriter writes frames to a stream shared by every writer on one
 // side of the link.
