@@ -52,3 +52,17 @@ type Runtime interface {
 	// including half-made ones, so the daemon can reap what it does not know.
 	List(ctx context.Context) ([]string, error)
 }
+
+// ValidID reports whether id is one the sandbox service makes. Backends name
+// directories, namespaces and cgroups after ids, so nothing else may pass.
+func ValidID(id string) bool {
+	if id == "" || len(id) > 40 {
+		return false
+	}
+	for _, c := range id {
+		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
+}

@@ -107,7 +107,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) 
 // launch prepares a sandbox's directory, namespaces and bundle, then runs
 // runsc with the given subcommand.
 func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...string) (err error) {
-	if !validID(spec.ID) {
+	if !runtime.ValidID(spec.ID) {
 		return fmt.Errorf("gvisor: invalid sandbox id %q", spec.ID)
 	}
 	dir := r.sandboxDir(spec.ID)
@@ -168,7 +168,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...strin
 // whole write; the returned duration is the runsc call's wall time, an
 // upper bound on that pause.
 func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
-	if !validID(id) {
+	if !runtime.ValidID(id) {
 		return 0, runtime.ErrNotFound
 	}
 	if err := os.MkdirAll(image, 0o700); err != nil {
@@ -209,7 +209,7 @@ func (r *Runtime) tail(id string) string {
 
 // Dial implements runtime.Runtime.
 func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
-	if !validID(id) {
+	if !runtime.ValidID(id) {
 		return nil, runtime.ErrNotFound
 	}
 	if _, err := os.Stat(filepath.Join(netnsDir, hostNetns(id))); err != nil {
@@ -220,7 +220,7 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 
 // Destroy implements runtime.Runtime.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
-	if !validID(id) {
+	if !runtime.ValidID(id) {
 		return nil
 	}
 	var errs []error
@@ -257,7 +257,7 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && validID(e.Name()) && !seen[e.Name()] {
+		if e.IsDir() && runtime.ValidID(e.Name()) && !seen[e.Name()] {
 			seen[e.Name()] = true
 			ids = append(ids, e.Name())
 		}
@@ -266,7 +266,7 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	if ents, err := os.ReadDir(r.root); err == nil {
 		for _, e := range ents {
 			id := strings.TrimSuffix(e.Name(), ".state")
-			if validID(id) && id != nullNetns && !seen[id] {
+			if runtime.ValidID(id) && id != nullNetns && !seen[id] {
 				seen[id] = true
 				ids = append(ids, id)
 			}
@@ -299,20 +299,6 @@ func (r *Runtime) runscCmd(ctx context.Context, args ...string) ([]byte, error) 
 	cmd := exec.CommandContext(ctx, r.runsc, args...)
 	cmd.WaitDelay = time.Second
 	return cmd.CombinedOutput()
-}
-
-// validID accepts the ids the sandbox service makes: they name directories
-// and namespaces, so nothing else may pass.
-func validID(id string) bool {
-	if id == "" || len(id) > 40 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // killStragglers SIGKILLs every process whose command line names runsc's

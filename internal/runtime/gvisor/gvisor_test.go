@@ -9,23 +9,6 @@ import (
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
-func TestValidID(t *testing.T) {
-	for id, want := range map[string]bool{
-		"sb-0123456789ab": true,
-		"a":               true,
-		"":                false,
-		"../x":            false,
-		"sb/1":            false,
-		"SB-1":            false,
-		"sb 1":            false,
-		"x-123456789012345678901234567890123456789012": false, // too long for a netns name
-	} {
-		if got := validID(id); got != want {
-			t.Errorf("validID(%q) = %v, want %v", id, got, want)
-		}
-	}
-}
-
 func TestOCISpec(t *testing.T) {
 	s := ociSpec(runtime.Spec{ID: "sb-1", Rootfs: "/images/x/rootfs", CPUs: 2, MemoryMiB: 256, Hostname: "sb-1", Env: []string{"A=b"}})
 	if s.Root.Path != "/images/x/rootfs" || s.Root.Readonly {

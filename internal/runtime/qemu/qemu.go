@@ -204,7 +204,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) 
 }
 
 func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (err error) {
-	if !validID(spec.ID) {
+	if !runtime.ValidID(spec.ID) {
 		return fmt.Errorf("qemu: invalid sandbox id %q", spec.ID)
 	}
 	vf := image.VMFilesFor(spec.Rootfs)
@@ -534,7 +534,7 @@ func (r *Runtime) readState(id string) (vmState, error) {
 
 // Dial implements runtime.Runtime.
 func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
-	if !validID(id) {
+	if !runtime.ValidID(id) {
 		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
 	}
 	var d net.Dialer
@@ -557,7 +557,7 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 // switch-over the VM's active overlay is frozen and a new one stacked on
 // it, so the source and the snapshot's children diverge; then it resumes.
 func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
-	if !validID(id) {
+	if !runtime.ValidID(id) {
 		return 0, runtime.ErrNotFound
 	}
 	st, err := r.readState(id)
@@ -838,7 +838,7 @@ func waitExit(pid int, d time.Duration) {
 
 // Destroy implements runtime.Runtime.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
-	if !validID(id) {
+	if !runtime.ValidID(id) {
 		return nil
 	}
 	dir := r.vmDir(id)
@@ -903,7 +903,7 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	seen := map[string]bool{}
 	var ids []string
 	for _, e := range ents {
-		if e.IsDir() && validID(e.Name()) {
+		if e.IsDir() && runtime.ValidID(e.Name()) {
 			seen[e.Name()] = true
 			ids = append(ids, e.Name())
 		}
@@ -926,19 +926,6 @@ func tailFile(p string) string {
 		b = b[len(b)-600:]
 	}
 	return strings.TrimSpace(string(b))
-}
-
-// validID accepts the ids the sandbox service makes.
-func validID(id string) bool {
-	if id == "" || len(id) > 40 {
-		return false
-	}
-	for _, c := range id {
-		if !(c >= 'a' && c <= 'z' || c >= '0' && c <= '9' || c == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // linkOrCopy hard-links src to dst, copying across filesystems.
