@@ -327,7 +327,11 @@ func TestAcceptErrors(t *testing.T) {
 	errWait := errors.New("cannot wait")
 	tests := []struct {
 		name string
-		cfg  Config
+		// waitErr, if set, is what WaitHost returns once the port is
+		// broken. Before that the guest may well find no host yet (the
+		// listener reads the port before the host connects), which must
+		// not fail it.
+		waitErr error
 		// breakPort breaks the link of the accepted conn.
 		breakPort func(p *fakePort, h *fakeHost)
 		want      error
@@ -339,19 +343,27 @@ func TestAcceptErrors(t *testing.T) {
 		},
 		{
 			name:      "wait error",
-			cfg:       Config{WaitHost: func(context.Context, int) error { return errWait }},
+			waitErr:   errWait,
 			breakPort: func(_ *fakePort, h *fakeHost) { h.Close() },
 			want:      errWait,
 		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			var broken atomic.Bool
+			cfg := Config{WaitHost: func(ctx context.Context, n int) error {
+				if broken.Load() && tt.waitErr != nil {
+					return tt.waitErr
+				}
+				return backoff(ctx, n)
+			}}
 			port := newFakePort()
 			t.Cleanup(func() { port.fail(errPortGone) })
-			l := listen(t, port, tt.cfg)
+			l := listen(t, port, cfg)
 			h := port.connect()
 			client(t, h)
 			g := accept(t, l)
+			broken.Store(true)
 			tt.breakPort(port, h)
 			r := within(t, "accept", func() acceptResult {
 				c, err := l.Accept()
