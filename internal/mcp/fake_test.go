@@ -22,6 +22,8 @@ type fakeAPI struct {
 	execs     []apitype.ExecRequest
 	// exec answers an exec; nil: echo the shell string to stdout.
 	exec func(apitype.ExecRequest) apitype.ExecResponse
+	// deleteGate, if set, holds every DeleteSandbox until it is closed.
+	deleteGate chan struct{}
 }
 
 type fakeSandbox struct {
@@ -113,6 +115,12 @@ func (f *fakeAPI) GetSandbox(ctx context.Context, id string) (apitype.SandboxInf
 }
 
 func (f *fakeAPI) DeleteSandbox(ctx context.Context, id string) error {
+	f.mu.Lock()
+	gate := f.deleteGate
+	f.mu.Unlock()
+	if gate != nil {
+		<-gate
+	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if _, ok := f.sandboxes[id]; !ok {

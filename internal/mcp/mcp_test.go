@@ -339,6 +339,50 @@ func TestSandboxRun(t *testing.T) {
 	}
 }
 
+// Close waits for a session's end to be cleaned up after, even when the
+// session's own goroutine got to it first: `cove mcp` exits after Close,
+// and must not do so in the middle of killing sandbox_run's sandbox.
+func TestCloseWaitsForSessionEnd(t *testing.T) {
+	f := newFake()
+	s, cs := connect(t, f)
+	run := decode[ExecOut](t, call(t, cs, "sandbox_run", map[string]any{"command": "echo 1"}, false))
+	gate := make(chan struct{})
+	f.mu.Lock()
+	f.deleteGate = gate
+	f.mu.Unlock()
+	cs.Close()
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(5 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.sessions)
+		s.mu.Unlock()
+		if n == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the session's end was never noticed")
+		}
+	}
+	closed := make(chan struct{})
+	go func() {
+		s.Close(context.Background())
+		close(closed)
+	}()
+	select {
+	case <-closed:
+		t.Fatal("Close returned while the session's sandbox was still being killed")
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(gate)
+	select {
+	case <-closed:
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not return")
+	}
+	if f.alive(run.SandboxID) {
+		t.Fatal("sandbox_run's sandbox outlived Close")
+	}
+}
+
 func TestClip(t *testing.T) {
 	if s, cut := clip("short", 10); s != "short" || cut {
 		t.Fatal(s)

@@ -66,6 +66,10 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
+	// ending counts the sessions whose end is being cleaned up after, so
+	// that Close (and with it `cove mcp`) waits for that rather than exit
+	// in the middle of a kill.
+	ending sync.WaitGroup
 }
 
 // New returns a Server with every tool registered.
@@ -150,6 +154,7 @@ func (s *Server) Close(ctx context.Context) {
 	for _, st := range all {
 		s.endSession(ctx, st)
 	}
+	s.ending.Wait()
 }
 
 // session returns the state of the session req arrived on, creating it
@@ -169,8 +174,12 @@ func (s *Server) session(req *sdk.CallToolRequest) *session {
 			s.mu.Lock()
 			_, live := s.sessions[ss]
 			delete(s.sessions, ss)
+			if live {
+				s.ending.Add(1)
+			}
 			s.mu.Unlock()
 			if live {
+				defer s.ending.Done()
 				ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 				defer cancel()
 				s.endSession(ctx, st)
