@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"os/signal"
 	"path/filepath"
 	"strings"
 	"time"
@@ -33,7 +34,7 @@ func listenSerial(ctx context.Context, name string) (net.Listener, string, error
 	}
 	// The port stays open for the life of the process: the listener's
 	// reader may be blocked in it after Close.
-	return seriallink.Listen(p, seriallink.Config{}), path, nil
+	return seriallink.Listen(p, seriallink.Config{WaitHost: p.waitHost}), path, nil
 }
 
 // findPort returns the name of the device, under /dev, of the virtio-serial
@@ -96,14 +97,81 @@ func tryOpenPort(sysfs, dev, name string) (*port, string, error) {
 // blocking system calls: through the runtime's poller a read of a port
 // whose host is away returns 0 at once, and the listener needs a read that
 // waits for data while the host is there.
-type port struct{ fd int }
+type port struct {
+	fd    int
+	sigio chan os.Signal // SIGIO, while waitHost has O_ASYNC on
+}
 
 func openPortFile(path string) (*port, error) {
 	fd, err := unix.Open(path, unix.O_RDWR|unix.O_NOCTTY|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, &os.PathError{Op: "open", Path: path, Err: err}
 	}
-	return &port{fd: fd}, nil
+	p := &port{fd: fd, sigio: make(chan os.Signal, 1)}
+	signal.Notify(p.sigio, unix.SIGIO)
+	if _, err := unix.FcntlInt(uintptr(fd), unix.F_SETOWN, unix.Getpid()); err != nil {
+		signal.Stop(p.sigio)
+		p.sigio = nil
+	}
+	return p, nil
+}
+
+// waitHost waits for the host to connect: the virtio_console driver
+// raises SIGIO on a port with O_ASYNC set whenever the host connects or
+// hangs up. Polling instead would notice the host up to the poll interval
+// late, and a restored clone's first reply waits for exactly that. O_ASYNC
+// is on only while waiting because the driver also raises SIGIO for every
+// buffer of data that arrives. If no SIGIO comes (or cannot be had), it
+// checks again after seriallink.Backoff.
+func (p *port) waitHost(ctx context.Context, n int) error {
+	if p.sigio == nil || p.setAsync(true) != nil {
+		return seriallink.Backoff(ctx, n)
+	}
+	defer p.setAsync(false)
+	select {
+	case <-p.sigio: // stale: from before O_ASYNC
+	default:
+	}
+	// The host may have come back after the read that found it gone, and
+	// before O_ASYNC: no SIGIO tells of that.
+	if p.hostConnected() {
+		return nil
+	}
+	wait, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go func() {
+		select {
+		case <-p.sigio:
+			cancel()
+		case <-wait.Done():
+		}
+	}()
+	if err := seriallink.Backoff(wait, n); err != nil && ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return nil
+}
+
+func (p *port) setAsync(on bool) error {
+	fl, err := unix.FcntlInt(uintptr(p.fd), unix.F_GETFL, 0)
+	if err != nil {
+		return err
+	}
+	if on {
+		fl |= unix.O_ASYNC
+	} else {
+		fl &^= unix.O_ASYNC
+	}
+	_, err = unix.FcntlInt(uintptr(p.fd), unix.F_SETFL, fl)
+	return err
+}
+
+// hostConnected reports whether the host is connected: a port without its
+// host polls as hung up.
+func (p *port) hostConnected() bool {
+	fds := []unix.PollFd{{Fd: int32(p.fd), Events: unix.POLLIN}}
+	_, err := unix.Poll(fds, 0)
+	return err == nil && fds[0].Revents&unix.POLLHUP == 0
 }
 
 // Read returns io.EOF when the host is not connected.

@@ -44,6 +44,9 @@ type Agent struct {
 	mu     sync.Mutex
 	py     *interp // the warm interpreter; nil until first needed
 	closed bool
+	// reseed is set by Restored: the interpreter reseeds its random
+	// number generators before it runs more code.
+	reseed bool
 }
 
 var _ agentproto.Handler = (*Agent)(nil)

@@ -29,6 +29,9 @@ func (a *Agent) Eval(ctx context.Context, req agentproto.EvalRequest) (agentprot
 	if err != nil {
 		return res, err
 	}
+	if err := a.reseedIfDue(ctx, p); err != nil {
+		return a.evalFailed(ctx, p, req, err)
+	}
 	// The timeout starts once the call has the interpreter, not while it
 	// queues behind another.
 	callCtx := ctx
@@ -119,23 +122,23 @@ func (a *Agent) Warm(ctx context.Context) error {
 	return nil
 }
 
-// Reseed makes the interpreter reseed its random number generators, which
-// clones restored from one snapshot would otherwise share. Without a
-// running interpreter there is nothing to do: a new one seeds itself.
-func (a *Agent) Reseed(ctx context.Context) error {
-	if err := a.lockEval(ctx); err != nil {
-		return err
-	}
-	defer a.unlockEval()
+// reseedIfDue makes p reseed its random number generators if the sandbox
+// was restored since it last ran code: clones of one snapshot would
+// otherwise draw the same numbers. It is done here, before the next eval,
+// rather than in Restored: under TCG waking the interpreter costs a new
+// clone ~100 ms, which a sandbox that never evaluates Python need not
+// pay. A fresh interpreter seeds itself; reseeding it is harmless. The
+// caller holds evalSem.
+func (a *Agent) reseedIfDue(ctx context.Context, p *interp) error {
 	a.mu.Lock()
-	p := a.py
+	due := a.reseed
+	a.reseed = false
 	a.mu.Unlock()
-	if p == nil || !p.running() {
+	if !due {
 		return nil
 	}
+	// On failure the caller drops p, and its successor seeds itself.
 	if _, err := p.call(ctx, interpRequest{Op: "reseed"}); err != nil {
-		p.kill()
-		a.dropInterp(p)
 		return fmt.Errorf("reseed python interpreter: %w", err)
 	}
 	return nil
@@ -204,10 +207,13 @@ func (a *Agent) dropInterp(p *interp) {
 }
 
 // Restored implements agentproto.Handler: after a restore the sandbox has
-// a new identity (the runtime set its hostname), and every clone of one
-// snapshot starts with the same interpreter state, so reseed it.
+// a new identity, and every clone of one snapshot starts with the same
+// interpreter state, so the interpreter reseeds before its next eval.
 func (a *Agent) Restored(ctx context.Context, req agentproto.RestoredRequest) error {
 	a.log.Info("restored from a snapshot", "sandbox", req.SandboxID)
 	restoredFixups(a.log, req)
-	return a.Reseed(ctx)
+	a.mu.Lock()
+	a.reseed = true
+	a.mu.Unlock()
+	return nil
 }

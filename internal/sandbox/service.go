@@ -335,17 +335,23 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	}
 	b := &box{rec: rec}
 	spec := runtime.Spec{ID: rec.ID, Rootfs: src.rootfs, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID}
-	err := src.launch(ctx, spec)
-	if err == nil {
-		err = s.awaitAgent(ctx, b)
-	}
-	if err == nil && src.snapshotTag != "" {
-		// Clones of one snapshot share the interpreter's random state.
+	// A restored sandbox's first call gives it its own identity: clones of
+	// one snapshot share the interpreter's random state, the kernel's RNG,
+	// the hostname and a stale clock. It doubles as the liveness check, so
+	// a clone answers once, not twice, before it is handed out.
+	first := ping
+	if src.snapshotTag != "" {
 		seed := make([]byte, 64)
 		rand.Read(seed)
-		err = b.agent.Restored(ctx, agentproto.RestoredRequest{
-			SandboxID: rec.ID, Hostname: rec.ID, Seed: seed, TimeUnixNano: time.Now().UnixNano(),
-		})
+		restored := agentproto.RestoredRequest{SandboxID: rec.ID, Hostname: rec.ID, Seed: seed}
+		first = func(ctx context.Context, c *agentproto.Client) error {
+			restored.TimeUnixNano = time.Now().UnixNano()
+			return c.Restored(ctx, restored)
+		}
+	}
+	err := src.launch(ctx, spec)
+	if err == nil {
+		err = s.awaitAgent(ctx, b, first)
 	}
 	if err == nil {
 		err = s.cfg.Store.SetStatus(ctx, rec.ID, status)
@@ -358,12 +364,12 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	return b, nil
 }
 
-// awaitAgent waits for a new sandbox's agent to answer.
-func (s *Service) awaitAgent(ctx context.Context, b *box) error {
+// awaitAgent waits for a new sandbox's agent to answer first.
+func (s *Service) awaitAgent(ctx context.Context, b *box, first func(context.Context, *agentproto.Client) error) error {
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
 	defer cancel()
 	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
-		c, err := s.connect(ctx, b.rec.ID)
+		c, err := s.connectWith(ctx, b.rec.ID, first)
 		if err == nil {
 			b.agent = c
 			return nil
@@ -378,6 +384,16 @@ func (s *Service) awaitAgent(ctx context.Context, b *box) error {
 
 // connect dials the agent and checks that it answers.
 func (s *Service) connect(ctx context.Context, id string) (*agentproto.Client, error) {
+	return s.connectWith(ctx, id, ping)
+}
+
+func ping(ctx context.Context, c *agentproto.Client) error {
+	_, err := c.Ping(ctx)
+	return err
+}
+
+// connectWith dials the agent and makes first its first call.
+func (s *Service) connectWith(ctx context.Context, id string, first func(context.Context, *agentproto.Client) error) (*agentproto.Client, error) {
 	conn, err := s.cfg.Runtime.Dial(ctx, id)
 	if err != nil {
 		return nil, err
@@ -388,7 +404,7 @@ func (s *Service) connect(ctx context.Context, id string) (*agentproto.Client, e
 	}
 	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := c.Ping(pctx); err != nil {
+	if err := first(pctx, c); err != nil {
 		c.Close()
 		return nil, err
 	}

@@ -216,7 +216,7 @@ func TestReconnect(t *testing.T) {
 			var waits atomic.Int32
 			l := listen(t, port, Config{WaitHost: func(ctx context.Context, n int) error {
 				waits.Add(1)
-				return backoff(ctx, n)
+				return Backoff(ctx, n)
 			}})
 			var prev *conn
 			for i := range 3 {
@@ -355,7 +355,7 @@ func TestAcceptErrors(t *testing.T) {
 				if broken.Load() && tt.waitErr != nil {
 					return tt.waitErr
 				}
-				return backoff(ctx, n)
+				return Backoff(ctx, n)
 			}}
 			port := newFakePort()
 			t.Cleanup(func() { port.fail(errPortGone) })

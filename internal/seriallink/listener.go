@@ -18,7 +18,7 @@ type Config struct {
 	// bytes or io.EOF), before the port is read again; n counts such reads
 	// in a row, from 1. It returns when the host may be back, or an error
 	// that ends the listener. ctx ends when the listener is closed. The
-	// default sleeps, 1 ms doubling up to 50 ms.
+	// default is Backoff.
 	WaitHost func(ctx context.Context, n int) error
 }
 
@@ -34,7 +34,7 @@ const maxBuffered = 256 << 10
 // blocked in a Read of the port after Close, until that Read returns.
 func Listen(port io.ReadWriter, cfg Config) net.Listener {
 	if cfg.WaitHost == nil {
-		cfg.WaitHost = backoff
+		cfg.WaitHost = Backoff
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	l := &listener{
@@ -50,7 +50,9 @@ func Listen(port io.ReadWriter, cfg Config) net.Listener {
 	return l
 }
 
-func backoff(ctx context.Context, n int) error {
+// Backoff sleeps for the nth read in a row that found no host: 1 ms,
+// doubling up to 50 ms.
+func Backoff(ctx context.Context, n int) error {
 	d := min(time.Millisecond<<min(n-1, 6), 50*time.Millisecond)
 	t := time.NewTimer(d)
 	defer t.Stop()

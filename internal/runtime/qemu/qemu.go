@@ -24,6 +24,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -57,6 +58,11 @@ type Runtime struct {
 	kvmGid   int // supplementary group for /dev/kvm (0: none)
 	major    int // QEMU's major version
 	log      *slog.Logger
+
+	mu sync.Mutex
+	// agentConns holds the agent socket connections made while restoring,
+	// each for the first Dial of its VM.
+	agentConns map[string]net.Conn
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -89,7 +95,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	r := &Runtime{cfg: cfg, qemu: q, qemuImg: qi, uid: -1, gid: -1, log: cfg.Logger}
+	r := &Runtime{cfg: cfg, qemu: q, qemuImg: qi, uid: -1, gid: -1, log: cfg.Logger, agentConns: map[string]net.Conn{}}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -354,6 +360,9 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	defer f.Close()
 	mctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
+	if err := r.connectAgent(mctx, q, spec.ID); err != nil {
+		return fmt.Errorf("qemu: restore: agent socket: %w", err)
+	}
 	if err := q.setCaps(mctx, map[string]bool{"x-ignore-shared": !ss.MemInStream, "pause-before-switchover": false}); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
@@ -369,9 +378,6 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	if err := q.Execute(mctx, "cont", nil, nil); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
-	if err := r.unstickAgentPort(mctx, q, spec.ID); err != nil {
-		return fmt.Errorf("qemu: restore: %w", err)
-	}
 	// The clone shares its kernel's RNG state, its hostname and a stale
 	// clock with every other clone of the snapshot: the service's Restored
 	// call to the agent (seed, hostname, time) fixes that up.
@@ -379,30 +385,46 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	return nil
 }
 
-// unstickAgentPort connects to a restored VM's agent socket and hangs up.
-// A snapshot taken while the guest wrote to the host carries that write
-// with it; QEMU flushes it as the clone resumes, into a socket nobody has
-// connected to yet, and throttles the port with nothing to ever wake it
-// (x-query-virtio-queue-status: the port's output queue stays "inuse"):
-// the guest's output would never reach the daemon. A host hang-up clears
-// the throttle and drops the stale write. The QMP round trip first lets
-// QEMU run the post-load step that makes the flush.
-func (r *Runtime) unstickAgentPort(ctx context.Context, q *qmp, id string) error {
-	if err := q.Execute(ctx, "query-status", nil, nil); err != nil {
-		return err
-	}
+// connectAgent connects to a VM's agent socket before its snapshot is
+// loaded and keeps the connection for the first Dial.
+//
+// Connected before the load, the host is there all along as far as the
+// guest can tell: it was when the snapshot was taken (the daemon held a
+// connection), so the load tells the guest of no hang-up, and the first
+// reply waits for no reconnection. And a snapshot taken while the guest
+// wrote to the host carries that write with it: QEMU flushes it as the
+// clone resumes, and with nobody connected it would throttle the port for
+// good (x-query-virtio-queue-status: the output queue stays "inuse"), so
+// the guest's output would never reach the daemon. Connected, the stale
+// write arrives here, of an old epoch, and seriallink's client skips it.
+// The QMP round trip lets QEMU accept the connection: it takes one at a
+// time, and one it has not accepted is not there for the load.
+func (r *Runtime) connectAgent(ctx context.Context, q *qmp, id string) error {
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", filepath.Join(r.vmDir(id), agentSock))
 	if err != nil {
 		return err
 	}
-	// QEMU takes one connection at a time: a hang-up it never saw
-	// accepted would clear nothing. Another QMP round trip lets it accept.
 	if err := q.Execute(ctx, "query-status", nil, nil); err != nil {
 		c.Close()
 		return err
 	}
-	return c.Close()
+	r.mu.Lock()
+	if old := r.agentConns[id]; old != nil {
+		old.Close()
+	}
+	r.agentConns[id] = c
+	r.mu.Unlock()
+	return nil
+}
+
+// takeAgentConn returns the connection connectAgent kept for id, if any.
+func (r *Runtime) takeAgentConn(id string) net.Conn {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := r.agentConns[id]
+	delete(r.agentConns, id)
+	return c
 }
 
 // spawn starts QEMU inside the VM's network namespace and returns its pid.
@@ -536,6 +558,9 @@ func (r *Runtime) readState(id string) (vmState, error) {
 func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if !runtime.ValidID(id) {
 		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
+	}
+	if c := r.takeAgentConn(id); c != nil {
+		return seriallink.Client(c)
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", filepath.Join(r.vmDir(id), agentSock))
@@ -733,6 +758,21 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	if err := r.qemuImgCreate(ctx, nextPath, cur, "qcow2", st.DiskSize); err != nil {
 		return 0, err
 	}
+	// Opened now, while the source runs: at the switch-over stacking it is
+	// then one graph change, not a file to open and probe.
+	nextNode := nodeName(len(st.Layers))
+	if err := q.Execute(ctx, "blockdev-add", map[string]any{
+		"driver": "qcow2", "node-name": nextNode, "backing": nil,
+		"file": map[string]any{"driver": "file", "filename": nextPath},
+	}, nil); err != nil {
+		return 0, fmt.Errorf("open the next overlay: %w", err)
+	}
+	added := true
+	defer func() {
+		if added {
+			q.Execute(context.WithoutCancel(ctx), "blockdev-del", map[string]any{"node-name": nextNode}, nil)
+		}
+	}()
 	// Where the copy cannot run live, the source stops for all of it:
 	// correct, at the cost of a pause that grows with its RAM.
 	var stopped time.Time
@@ -789,14 +829,12 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	}
 	// The VM is stopped and its disk still active: freeze the current
 	// overlay and stack the new one on it.
-	if err := q.Execute(ctx, "blockdev-snapshot-sync", map[string]any{
-		"node-name": activeNode(st), "snapshot-file": nextPath, "snapshot-node-name": nodeName(len(st.Layers)),
-		"format": "qcow2", "mode": "existing",
-	}, nil); err != nil {
+	if err := q.Execute(ctx, "blockdev-snapshot", map[string]any{"node": activeNode(st), "overlay": nextNode}, nil); err != nil {
 		q.Execute(context.WithoutCancel(ctx), "migrate_cancel", nil, nil)
 		resume()
 		return 0, err
 	}
+	added = false
 	st.Layers = append(st.Layers, next)
 	if err := r.writeState(dir, *st); err != nil {
 		return 0, err
@@ -840,6 +878,9 @@ func waitExit(pid int, d time.Duration) {
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	if !runtime.ValidID(id) {
 		return nil
+	}
+	if c := r.takeAgentConn(id); c != nil {
+		c.Close()
 	}
 	dir := r.vmDir(id)
 	if st, err := r.readState(id); err == nil && st.Pid > 0 && ownsPid(st.Pid, dir) {

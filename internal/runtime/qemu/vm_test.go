@@ -119,7 +119,9 @@ func TestVMLifecycle(t *testing.T) {
 	t.Logf("golden checkpoint: %v", pause)
 	r.Destroy(ctx, "vm-a")
 
-	var times []time.Duration
+	// Each clone's first reply, broken down: the runtime's restore, the
+	// first ping, the service's Restored call and the first exec.
+	var times, restores, pings, fixups, execs []time.Duration
 	var pids []int
 	for i := range 5 {
 		id := fmt.Sprintf("vm-c%d", i)
@@ -127,20 +129,32 @@ func TestVMLifecycle(t *testing.T) {
 		if err := r.Restore(ctx, runtime.Spec{ID: id, Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: id}, snap); err != nil {
 			t.Fatal(err)
 		}
+		restores = append(restores, time.Since(t0))
 		c := agent(t, r, id, 30*time.Second)
 		times = append(times, time.Since(t0))
+		pings = append(pings, times[i]-restores[i])
 		// What the service does for every clone: seed, identity, clock.
+		t1 := time.Now()
 		if err := c.Restored(ctx, agentproto.RestoredRequest{SandboxID: id, Hostname: id, Seed: []byte(id), TimeUnixNano: time.Now().UnixNano()}); err != nil {
 			t.Fatalf("clone %s: restored: %v", id, err)
 		}
+		fixups = append(fixups, time.Since(t1))
+		t1 = time.Now()
 		if got := sh(t, c, "cat /root/f; echo $$ > /root/g; date +%s"); !strings.HasPrefix(got, "hello\n") {
 			t.Fatalf("clone %s: %q", id, got)
 		} else if d := time.Now().Unix() - parseInt(strings.Split(got, "\n")[1]); d < -2 || d > 2 {
 			t.Errorf("clone clock off by %ds", d)
 		}
+		execs = append(execs, time.Since(t1))
 		c.Close()
 		st, _ := r.readState(id)
 		pids = append(pids, st.Pid)
+	}
+	for _, d := range []struct {
+		name string
+		v    []time.Duration
+	}{{"runtime restore", restores}, {"first ping", pings}, {"Restored", fixups}, {"first exec", execs}} {
+		t.Logf("%s: %v", d.name, d.v)
 	}
 	sort.Slice(times, func(i, j int) bool { return times[i] < times[j] })
 	t.Logf("restore to first reply: %v (p50 %v)", times, times[len(times)/2])
