@@ -12,8 +12,13 @@ import (
 	"time"
 )
 
-// ErrNotFound is returned for a sandbox the runtime holds nothing for.
-var ErrNotFound = errors.New("runtime: sandbox not found")
+var (
+	// ErrNotFound is returned for a sandbox the runtime holds nothing for.
+	ErrNotFound = errors.New("runtime: sandbox not found")
+	// ErrExited is returned by Dial for a sandbox whose guest is gone (its
+	// VM exited, say, after a kernel panic): dialing again will not help.
+	ErrExited = errors.New("runtime: sandbox exited")
+)
 
 // Spec says what to start.
 type Spec struct {

@@ -353,6 +353,16 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	if err == nil {
 		err = s.awaitAgent(ctx, b, first)
 	}
+	if errors.Is(err, runtime.ErrExited) && src.snapshotTag == "" {
+		// A guest kernel that dies early in boot (Debian's cloud kernel
+		// does now and then under TCG) gets one more boot.
+		s.log.Warn("sandbox died while booting; booting it again", "id", rec.ID, "err", err)
+		if err = s.cfg.Runtime.Destroy(ctx, rec.ID); err == nil {
+			if err = src.launch(ctx, spec); err == nil {
+				err = s.awaitAgent(ctx, b, first)
+			}
+		}
+	}
 	if err == nil {
 		err = s.cfg.Store.SetStatus(ctx, rec.ID, status)
 	}
@@ -373,6 +383,9 @@ func (s *Service) awaitAgent(ctx context.Context, b *box, first func(context.Con
 		if err == nil {
 			b.agent = c
 			return nil
+		}
+		if errors.Is(err, runtime.ErrExited) {
+			return fmt.Errorf("%w: %w", ErrUnavailable, err)
 		}
 		select {
 		case <-ctx.Done():

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/runtime/runtimetest"
 	"github.com/cove-sandbox/cove/internal/store"
 )
@@ -288,6 +289,52 @@ func TestCreateInvalid(t *testing.T) {
 			if e.rt.Starts() != 0 || len(e.rt.IDs()) != 0 || len(e.rows(t)) != 0 || e.svc.Count() != 0 {
 				t.Errorf("a refused create left something: %d starts, runtime %v, store %v, %d live",
 					e.rt.Starts(), e.rt.IDs(), e.rows(t), e.svc.Count())
+			}
+		})
+	}
+}
+
+// A guest that dies while it boots is booted once more; one that dies
+// twice fails the call at once, not after the start timeout.
+func TestCreateBootsDeadGuestAgain(t *testing.T) {
+	tests := []struct {
+		name       string
+		deaths     int
+		wantStarts int
+		wantErr    error
+	}{
+		{name: "dies once", deaths: 1, wantStarts: 2},
+		{name: "dies twice", deaths: 2, wantStarts: 2, wantErr: ErrUnavailable},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			e := newEnv(t, func(c *Config) { c.StartTimeout = time.Minute })
+			for i := 1; i <= tc.deaths; i++ {
+				e.rt.DieNthStart(i)
+			}
+			t0 := time.Now()
+			infos, err := e.svc.Create(testCtx(t), CreateOptions{N: 1})
+			if d := time.Since(t0); d > 30*time.Second {
+				t.Errorf("Create took %v: it waited for a dead guest", d)
+			}
+			if n := e.rt.Starts(); n != tc.wantStarts {
+				t.Errorf("%d starts, want %d", n, tc.wantStarts)
+			}
+			if tc.wantErr != nil {
+				wantErr(t, err, tc.wantErr)
+				if !errors.Is(err, runtime.ErrExited) {
+					t.Errorf("error %v does not say the guest exited", err)
+				}
+				if got := e.rt.IDs(); len(got) != 0 {
+					t.Errorf("runtime still holds %v", got)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := e.rt.IDs(); len(got) != 1 || got[0] != infos[0].ID {
+				t.Errorf("runtime holds %v, want just %s", got, infos[0].ID)
 			}
 		})
 	}

@@ -136,7 +136,7 @@ func (r *Runtime) Version(ctx context.Context) string {
 		return "unknown"
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
-	return line + " (" + r.cfg.Accel + ")"
+	return line + " (" + r.cfg.Accel + ") " + machineRev
 }
 
 // majorVersion reads the major version off QEMU's version line
@@ -372,7 +372,7 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	if err := q.Execute(mctx, "migrate-incoming", map[string]any{"uri": "fd:state"}, nil); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
-	if _, err := q.waitMigration(mctx, "completed"); err != nil {
+	if _, err := q.waitMigration(mctx, time.Millisecond, "completed"); err != nil {
 		return fmt.Errorf("qemu: restore: %w: %s", err, r.tail(spec.ID))
 	}
 	if err := q.Execute(mctx, "cont", nil, nil); err != nil {
@@ -564,13 +564,18 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	}
 	var d net.Dialer
 	c, err := d.DialContext(ctx, "unix", filepath.Join(r.vmDir(id), agentSock))
+	if err == nil {
+		return seriallink.Client(c)
+	}
+	// A guest that panicked ends its QEMU (-no-reboot): say so, with what
+	// its console said last, rather than let the caller wait for it.
+	if st, serr := r.readState(id); serr == nil && st.Pid > 0 && !alive(st.Pid) {
+		return nil, fmt.Errorf("qemu: sandbox %s: %w: console: %s", id, runtime.ErrExited, tailFile(filepath.Join(r.vmDir(id), "console.log")))
+	}
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("qemu: %w", err)
-	}
-	return seriallink.Client(c)
+	return nil, fmt.Errorf("qemu: %w", err)
 }
 
 // Checkpoint implements runtime.Runtime.
@@ -606,7 +611,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	if err := q.Execute(mctx, "migrate-set-parameters", map[string]any{
-		"max-bandwidth": int64(64) << 30, "downtime-limit": 20,
+		"max-bandwidth": int64(64) << 30, "downtime-limit": 5,
 	}, nil); err != nil {
 		return 0, fmt.Errorf("qemu: checkpoint: %w", err)
 	}
@@ -733,7 +738,7 @@ func (r *Runtime) goldenCheckpoint(ctx context.Context, q *qmp, st vmState, out 
 	if err := q.Execute(ctx, "migrate", map[string]any{"uri": "fd:state"}, nil); err != nil {
 		return 0, err
 	}
-	if _, err := q.waitMigration(ctx, "completed"); err != nil {
+	if _, err := q.waitMigration(ctx, 20*time.Millisecond, "completed"); err != nil {
 		return 0, err
 	}
 	// The VM is done: quit, so nothing writes its RAM file or disk again.
@@ -843,7 +848,8 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 		resume()
 		return 0, err
 	}
-	if _, err := q.waitMigration(ctx, "completed"); err != nil {
+	// The source stands still until this completes.
+	if _, err := q.waitMigration(ctx, time.Millisecond, "completed"); err != nil {
 		resume()
 		return 0, err
 	}

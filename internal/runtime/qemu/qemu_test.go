@@ -22,7 +22,7 @@ func TestArgs(t *testing.T) {
 		Incoming: true, Sandbox: true}
 	a := strings.Join(c.args(), " ")
 	for _, want := range []string{
-		"-M microvm,isa-serial=on,rtc=on,memory-backend=mem",
+		"-M microvm,isa-serial=on,rtc=on,pic=off,memory-backend=mem",
 		"-accel tcg,tb-size=256 -cpu max -m 256 -smp 2",
 		"cove.hostname=h cove.id=vm1",
 		"memory-backend-file,id=mem,size=256M,mem-path=/snap/mem,share=off",
@@ -122,7 +122,7 @@ func TestQMP(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer q.Close()
-	st, err := q.waitMigration(ctx, "completed")
+	st, err := q.waitMigration(ctx, time.Millisecond, "completed")
 	if err != nil || st.Status != "completed" || st.Downtime != 3 {
 		t.Fatalf("waitMigration = %+v, %v", st, err)
 	}

@@ -154,9 +154,11 @@ type migrationStatus struct {
 }
 
 // waitMigration polls query-migrate until the migration reaches one of
-// the wanted states, fails, or ctx ends.
-func (q *qmp) waitMigration(ctx context.Context, want ...string) (migrationStatus, error) {
-	delay := 500 * time.Microsecond
+// the wanted states, fails, or ctx ends. It polls ever less often, up to
+// every maxDelay: what a VM waits for, stopped or not yet started, is
+// polled often, so that the wait ends soon after the migration does.
+func (q *qmp) waitMigration(ctx context.Context, maxDelay time.Duration, want ...string) (migrationStatus, error) {
+	delay := min(250*time.Microsecond, maxDelay)
 	for {
 		var st migrationStatus
 		if err := q.Execute(ctx, "query-migrate", nil, &st); err != nil {
@@ -176,7 +178,7 @@ func (q *qmp) waitMigration(ctx context.Context, want ...string) (migrationStatu
 			return st, fmt.Errorf("migration still %q: %w", st.Status, ctx.Err())
 		case <-time.After(delay):
 		}
-		delay = min(delay*2, 20*time.Millisecond)
+		delay = min(delay*2, maxDelay)
 	}
 }
 

@@ -36,6 +36,7 @@ type Fake struct {
 	// Failure injection, by 1-based call number.
 	failStart   map[int]error
 	deafStart   map[int]bool // the sandbox starts but its agent never answers
+	dieStart    map[int]bool // the sandbox starts but exits before its agent answers
 	failRestore map[int]error
 	version     string
 	hold        chan struct{} // when set, Start waits for it to close
@@ -63,6 +64,7 @@ type box struct {
 	ctx     context.Context
 	cancel  context.CancelFunc // ends every connection to the agent
 	deaf    bool               // Dial fails: the agent does not answer
+	exited  bool               // Dial fails with runtime.ErrExited
 	conns   []net.Conn         // agent ends of the connections
 }
 
@@ -77,6 +79,7 @@ func New(t testing.TB) *Fake {
 		boxes:        map[string]*box{},
 		failStart:    map[int]error{},
 		deafStart:    map[int]bool{},
+		dieStart:     map[int]bool{},
 		failRestore:  map[int]error{},
 		specs:        map[string]runtime.Spec{},
 		restoredFrom: map[string]string{},
@@ -173,6 +176,7 @@ func (rt *Fake) Start(ctx context.Context, spec runtime.Spec) error {
 		return err
 	}
 	b.deaf = rt.deafStart[n]
+	b.exited = rt.dieStart[n]
 	rt.specs[spec.ID] = spec
 	return nil
 }
@@ -201,6 +205,9 @@ func (rt *Fake) Dial(ctx context.Context, id string) (net.Conn, error) {
 	b := rt.boxes[id]
 	if b == nil {
 		return nil, fmt.Errorf("fake: sandbox %s: %w", id, runtime.ErrNotFound)
+	}
+	if b.exited {
+		return nil, fmt.Errorf("fake: sandbox %s: %w", id, runtime.ErrExited)
 	}
 	if b.deaf || b.ctx.Err() != nil {
 		return nil, fmt.Errorf("fake: sandbox %s: connection refused", id)
@@ -377,6 +384,14 @@ func (rt *Fake) DeafNthStart(n int) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.deafStart[rt.starts+n] = true
+}
+
+// DieNthStart makes the nth Start from now boot a sandbox that exits
+// before its agent answers.
+func (rt *Fake) DieNthStart(n int) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.dieStart[rt.starts+n] = true
 }
 
 // FailNthRestore makes the nth Restore from now fail with err.
