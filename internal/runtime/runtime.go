@@ -28,6 +28,10 @@ type Spec struct {
 	MemoryMiB int      // memory limit
 	Hostname  string   // the guest's hostname
 	Env       []string // extra KEY=VALUE for the agent
+	// Golden marks a sandbox started to be checkpointed whole, without
+	// being left running (a snapshot builder): a runtime may keep its
+	// memory where such a checkpoint takes it as it is.
+	Golden bool
 }
 
 // Runtime starts, reaches and destroys sandboxes.

@@ -334,7 +334,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		return nil, err
 	}
 	b := &box{rec: rec}
-	spec := runtime.Spec{ID: rec.ID, Rootfs: src.rootfs, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID}
+	spec := runtime.Spec{ID: rec.ID, Rootfs: src.rootfs, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID, Golden: status == StatusBuilding}
 	// A restored sandbox's first call gives it its own identity: clones of
 	// one snapshot share the interpreter's random state, the kernel's RNG,
 	// the hostname and a stale clock. It doubles as the liveness check, so

@@ -770,6 +770,11 @@ func TestBuildSnapshot(t *testing.T) {
 	if cp := cps[0]; cp.LeaveRunning || e.rt.Warms(cp.ID) != 1 {
 		t.Errorf("build checkpoint %+v, warmed %d times; want a stopping checkpoint of a warmed sandbox", cp, e.rt.Warms(cp.ID))
 	}
+	// The builder is started as one; a sandbox spawned from it (below) is
+	// not.
+	if !e.rt.Spec(cps[0].ID).Golden {
+		t.Error("the builder's spec is not Golden")
+	}
 	dir := filepath.Join(e.cfg.SnapshotDir, "base-1.0_x")
 	if _, err := os.Stat(filepath.Join(dir, "checkpoint.img")); err != nil {
 		t.Errorf("snapshot directory: %v", err)
@@ -784,6 +789,10 @@ func TestBuildSnapshot(t *testing.T) {
 	}
 	if got := e.svc.Snapshots(); len(got) != 1 || got[0].Tag != "base-1.0_x" {
 		t.Errorf("Snapshots = %+v", got)
+	}
+	child := e.createOne(t, CreateOptions{SnapshotTag: "base-1.0_x"})
+	if e.rt.Spec(child.ID).Golden {
+		t.Error("a spawned sandbox's spec is Golden")
 	}
 	// The pool size defaults to the configured one.
 	e = newEnv(t, func(c *Config) { c.DefaultPoolSize = 3 })

@@ -32,7 +32,7 @@ type vmConfig struct {
 	Initrd    string
 	Disk      string // the VM's active qcow2 overlay
 	DiskNode  string // its block node name; default "root"
-	MemPath   string // memory-backend-file path
+	MemPath   string // memory-backend-file path; "": anonymous RAM
 	MemShared bool   // share=on (the VM owns MemPath) or a private CoW mapping
 	MemoryMiB int
 	CPUs      int
@@ -108,7 +108,7 @@ func (c vmConfig) args() []string {
 		"-device", "virtserialport,chardev=agent,name=" + image.VMAgentPort,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-device,rng=rng0",
-		"-object", fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared)),
+		"-object", c.memBackend(),
 		"-qmp", "unix:" + c.qmpPath() + ",server=on,wait=off",
 	}
 	if c.Sandbox {
@@ -118,6 +118,13 @@ func (c vmConfig) args() []string {
 		a = append(a, "-incoming", "defer")
 	}
 	return a
+}
+
+func (c vmConfig) memBackend() string {
+	if c.MemPath == "" {
+		return fmt.Sprintf("memory-backend-ram,id=mem,size=%dM", c.MemoryMiB)
+	}
+	return fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared))
 }
 
 func (c vmConfig) netdev() string {

@@ -1,7 +1,8 @@
 // Package qemu runs sandboxes as QEMU microVMs: each with its own guest
 // kernel (Debian's cloud kernel), an ext4 root disk behind a per-VM qcow2
-// overlay, RAM in a file (so a golden snapshot's clones map it
-// copy-on-write), and a per-VM network namespace holding one tap device.
+// overlay, RAM in a file for a snapshot builder (so a golden snapshot's
+// clones map it copy-on-write) and anonymous otherwise, and a per-VM
+// network namespace holding one tap device.
 //
 // The agent answers on a virtio-serial port (see package seriallink): the
 // daemon connects to the VM's agent.sock, and a clone restored from a
@@ -162,7 +163,7 @@ func (r *Runtime) vmDir(id string) string { return filepath.Join(r.cfg.Dir, id) 
 
 func nsName(id string) string { return "cove-" + id + "-v" }
 
-// shmPath is where a VM that owns its RAM keeps it: tmpfs, where filling
+// shmPath is where a snapshot builder keeps its RAM: tmpfs, where filling
 // pages costs far less than in a disk-backed file. The name carries a
 // hash of the state directory: ids are unique only within a daemon.
 func (r *Runtime) shmPath(id string) string {
@@ -174,7 +175,7 @@ func (r *Runtime) shmPath(id string) string {
 type vmState struct {
 	ID        string   `json:"id"`
 	Pid       int      `json:"pid"`
-	MemPath   string   `json:"mem_path"`
+	MemPath   string   `json:"mem_path"`   // "": anonymous RAM
 	MemShared bool     `json:"mem_shared"` // the VM owns MemPath (share=on)
 	MemoryMiB int      `json:"memory_mib"`
 	CPUs      int      `json:"cpus"`
@@ -308,9 +309,16 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 				return fmt.Errorf("qemu: %w", err)
 			}
 		}
-	} else {
+	} else if snap == "" && spec.Golden {
+		// A snapshot builder's RAM lives in a file the snapshot takes
+		// whole: its clones map it copy-on-write.
 		st.MemPath, st.MemShared = r.shmPath(spec.ID), true
 	}
+	// Every other VM's RAM is anonymous. A migration (a branch) reads every
+	// page, and a restore reads every page the stream says is zero: in
+	// tmpfs each such read of a hole allocates a page, so a branched VM and
+	// each of its children held all of their RAM; anonymous memory maps
+	// the zero page instead.
 	if st.MemoryMiB <= 0 {
 		st.MemoryMiB = 512
 	}

@@ -99,7 +99,7 @@ func sh(t *testing.T, c *agentproto.Client, cmd string) string {
 func TestVMLifecycle(t *testing.T) {
 	r, rootfs := vmRuntime(t)
 	ctx := context.Background()
-	spec := runtime.Spec{ID: "vm-a", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: "vm-a"}
+	spec := runtime.Spec{ID: "vm-a", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: "vm-a", Golden: true}
 	t0 := time.Now()
 	if err := r.Start(ctx, spec); err != nil {
 		t.Fatal(err)
