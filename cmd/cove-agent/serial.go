@@ -121,8 +121,7 @@ func openPortFile(path string) (*port, error) {
 // hangs up. Polling instead would notice the host up to the poll interval
 // late, and a restored clone's first reply waits for exactly that. O_ASYNC
 // is on only while waiting because the driver also raises SIGIO for every
-// buffer of data that arrives. If no SIGIO comes (or cannot be had), it
-// checks again after seriallink.Backoff.
+// buffer of data that arrives. Without SIGIO it polls, as seriallink does.
 func (p *port) waitHost(ctx context.Context, n int) error {
 	if p.sigio == nil || p.setAsync(true) != nil {
 		return seriallink.Backoff(ctx, n)
@@ -137,20 +136,21 @@ func (p *port) waitHost(ctx context.Context, n int) error {
 	if p.hostConnected() {
 		return nil
 	}
-	wait, cancel := context.WithCancel(ctx)
-	defer cancel()
-	go func() {
-		select {
-		case <-p.sigio:
-			cancel()
-		case <-wait.Done():
-		}
-	}()
-	if err := seriallink.Backoff(wait, n); err != nil && ctx.Err() != nil {
+	// A lost SIGIO costs at most hostRecheck.
+	t := time.NewTimer(hostRecheck)
+	defer t.Stop()
+	select {
+	case <-p.sigio:
+	case <-t.C:
+	case <-ctx.Done():
 		return ctx.Err()
 	}
 	return nil
 }
+
+// hostRecheck is how often waitHost looks for the host when no SIGIO
+// comes.
+const hostRecheck = 50 * time.Millisecond
 
 func (p *port) setAsync(on bool) error {
 	fl, err := unix.FcntlInt(uintptr(p.fd), unix.F_GETFL, 0)

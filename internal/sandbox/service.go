@@ -354,8 +354,8 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		err = s.awaitAgent(ctx, b, first)
 	}
 	if errors.Is(err, runtime.ErrExited) && src.snapshotTag == "" {
-		// A guest kernel that dies early in boot (Debian's cloud kernel
-		// does now and then under TCG) gets one more boot.
+		// A guest that died while it booted (its kernel panicked, say)
+		// gets one more boot: a cold start has no state to lose.
 		s.log.Warn("sandbox died while booting; booting it again", "id", rec.ID, "err", err)
 		if err = s.cfg.Runtime.Destroy(ctx, rec.ID); err == nil {
 			if err = src.launch(ctx, spec); err == nil {
