@@ -349,18 +349,19 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 			return c.Restored(ctx, restored)
 		}
 	}
-	err := src.launch(ctx, spec)
-	if err == nil {
-		err = s.awaitAgent(ctx, b, first)
+	start := func() error {
+		if err := src.launch(ctx, spec); err != nil {
+			return err
+		}
+		return s.awaitAgent(ctx, b, first)
 	}
+	err := start()
 	if errors.Is(err, runtime.ErrExited) && src.snapshotTag == "" {
 		// A guest that died while it booted (its kernel panicked, say)
 		// gets one more boot: a cold start has no state to lose.
 		s.log.Warn("sandbox died while booting; booting it again", "id", rec.ID, "err", err)
 		if err = s.cfg.Runtime.Destroy(ctx, rec.ID); err == nil {
-			if err = src.launch(ctx, spec); err == nil {
-				err = s.awaitAgent(ctx, b, first)
-			}
+			err = start()
 		}
 	}
 	if err == nil {

@@ -418,10 +418,7 @@ func (r *Runtime) connectAgent(ctx context.Context, q *qmp, id string) error {
 		return err
 	}
 	r.mu.Lock()
-	if old := r.agentConns[id]; old != nil {
-		old.Close()
-	}
-	r.agentConns[id] = c
+	r.agentConns[id] = c // a VM is restored once: its directory is new
 	r.mu.Unlock()
 	return nil
 }
