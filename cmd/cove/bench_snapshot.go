@@ -699,7 +699,6 @@ func isSpawnRow(name string) bool {
 	switch {
 	case name == "spawn", name == "pool_handout",
 		strings.HasPrefix(name, "spawn_"),
-		strings.HasPrefix(name, "branch_pause_"),
 		strings.HasPrefix(name, "chain_depth_") && !strings.HasSuffix(name, "_vs_0"):
 		return true
 	}

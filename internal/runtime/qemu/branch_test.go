@@ -2,7 +2,10 @@ package qemu
 
 import (
 	"context"
+	"fmt"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,4 +78,61 @@ func TestBranchBusyVM(t *testing.T) {
 	c2 := agent(t, r, "busy-child", 30*time.Second)
 	sh(t, c2, "true")
 	t.Logf("%d pings during the branch, pause %v", n, pause)
+}
+
+// TestBranchChainStaysShort branches one VM again and again: its qcow2
+// chain, and so its pause and its snapshots' depth, stays bounded, and
+// every snapshot's child sees exactly the writes made before it.
+func TestBranchChainStaysShort(t *testing.T) {
+	r, rootfs := vmRuntime(t)
+	ctx := context.Background()
+	if err := r.Start(ctx, runtime.Spec{ID: "deep", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512}); err != nil {
+		t.Fatal(err)
+	}
+	c := agent(t, r, "deep", 60*time.Second)
+	var imgs []string
+	for i := range 2*maxLayers + 1 {
+		// A megabyte per round, so streaming has data to move.
+		sh(t, c, fmt.Sprintf("head -c 1M /dev/urandom > /root/blob%d && echo %d >> /root/log && sync", i, i))
+		img := filepath.Join(t.TempDir(), "b")
+		if _, err := r.Checkpoint(ctx, "deep", img, true); err != nil {
+			t.Fatal(err)
+		}
+		imgs = append(imgs, img)
+		st, err := r.readState("deep")
+		if err != nil {
+			t.Fatal(err)
+		}
+		// At most maxLayers before a branch, one more after it.
+		if len(st.Layers) > maxLayers+1 {
+			t.Fatalf("after branch %d the chain is %v", i, st.Layers)
+		}
+		files, _ := filepath.Glob(filepath.Join(r.vmDir("deep"), "disk-*.qcow2"))
+		if len(files) != len(st.Layers) {
+			t.Fatalf("after branch %d: layer files %v, chain %v", i, files, st.Layers)
+		}
+	}
+	want := ""
+	for i := range imgs {
+		want += fmt.Sprintf("%d\n", i)
+	}
+	if got := sh(t, c, "cat /root/log && md5sum /root/blob* | wc -l"); got != strings.TrimSpace(want)+"\n"+strconv.Itoa(len(imgs)) {
+		t.Fatalf("source sees %q", got)
+	}
+	for _, i := range []int{1, maxLayers, len(imgs) - 1} {
+		id := fmt.Sprintf("deep-%d", i)
+		if err := r.Restore(ctx, runtime.Spec{ID: id, Rootfs: rootfs}, imgs[i]); err != nil {
+			t.Fatal(err)
+		}
+		cc := agent(t, r, id, 30*time.Second)
+		want := ""
+		for j := 0; j <= i; j++ {
+			want += fmt.Sprintf("%d\n", j)
+		}
+		if got := sh(t, cc, "cat /root/log"); got != strings.TrimSpace(want) {
+			t.Fatalf("child of branch %d sees %q", i, got)
+		}
+		cc.Close()
+		r.Destroy(ctx, id)
+	}
 }

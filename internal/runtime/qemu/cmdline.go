@@ -7,6 +7,8 @@ import (
 	"strconv"
 	"strings"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/cove-sandbox/cove/internal/image"
 )
 
@@ -30,10 +32,11 @@ type vmConfig struct {
 	Dir       string // the VM's own directory: sockets, logs, overlay
 	Kernel    string
 	Initrd    string
-	Disk      string // the VM's active qcow2 overlay
-	DiskNode  string // its block node name; default "root"
-	MemPath   string // memory-backend-file path; "": anonymous RAM
-	MemShared bool   // share=on (the VM owns MemPath) or a private CoW mapping
+	Base      string   // the image's raw disk, which the chain's first layer is backed by
+	Layers    []string // the VM's qcow2 chain, oldest first; the last is active
+	Direct    bool     // O_DIRECT disk I/O (see diskCache)
+	MemPath   string   // memory-backend-file path; "": anonymous RAM
+	MemShared bool     // share=on (the VM owns MemPath) or a private CoW mapping
 	MemoryMiB int
 	CPUs      int
 	Accel     string // "tcg" or "kvm"
@@ -80,10 +83,6 @@ func (c vmConfig) args() []string {
 	if c.Accel == "kvm" {
 		cpu, accel = "host,-arch-capabilities", "kvm"
 	}
-	node := c.DiskNode
-	if node == "" {
-		node = "root"
-	}
 	a := []string{
 		"-M", "microvm,isa-serial=on,rtc=on,pic=off,memory-backend=mem",
 		"-accel", accel,
@@ -98,8 +97,6 @@ func (c vmConfig) args() []string {
 		"-serial", "chardev:con",
 		"-netdev", c.netdev(),
 		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", guestMAC, mtu),
-		"-blockdev", "driver=qcow2,node-name=" + node + ",cache.direct=off,file.driver=file,file.filename=" + c.Disk,
-		"-device", "virtio-blk-device,drive=" + node,
 		// The agent's channel: a virtio-serial port, so the daemon reaches
 		// the agent without the guest's network stack (which stays the
 		// sandbox's own) and every clone answers on its own socket.
@@ -109,8 +106,11 @@ func (c vmConfig) args() []string {
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-device,rng=rng0",
 		"-object", c.memBackend(),
-		"-qmp", "unix:" + c.qmpPath() + ",server=on,wait=off",
 	}
+	a = append(a, c.disk()...)
+	a = append(a,
+		"-qmp", "unix:"+c.qmpPath()+",server=on,wait=off",
+	)
 	if c.Sandbox {
 		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 	}
@@ -119,6 +119,52 @@ func (c vmConfig) args() []string {
 	}
 	return a
 }
+
+// diskCache is a disk node's cache mode, as the command line sets it for
+// the active layer (its backing chain inherits it) and a branch for its
+// new overlay:
+//   - direct (O_DIRECT) where the files' filesystems take it: a migration
+//     inactivates the disk and cont activates it, which for a buffered
+//     file drops its whole page cache (POSIX_FADV_DONTNEED) with the
+//     source stopped: ~7 ms per 200 MiB written, and the image's base,
+//     shared by every VM, evicted each time. The guest caches in its RAM.
+//   - no-flush: a sandbox's disk dies with it, so a guest's fsync need not
+//     reach the platter; a checkpoint syncs what it keeps.
+func diskCache(direct bool) map[string]any {
+	return map[string]any{"direct": direct, "no-flush": true}
+}
+
+// directIO reports whether every path opens with O_DIRECT (tmpfs before
+// Linux 6.6 refuses it).
+func directIO(paths ...string) bool {
+	for _, p := range paths {
+		fd, err := unix.Open(p, unix.O_RDONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return false
+		}
+		unix.Close(fd)
+	}
+	return true
+}
+
+// disk is the root disk: every layer of the chain a node of its own, named
+// for its layer (nodeName), each backed by the one before it and all but
+// the active one read-only, so a branch and a flatten can name any.
+func (c vmConfig) disk() []string {
+	opts := fmt.Sprintf("cache.direct=%s,cache.no-flush=on", onOff(c.Direct))
+	a := []string{"-blockdev", fmt.Sprintf("driver=raw,node-name=%s,read-only=on,%s,file.driver=file,file.filename=%s", baseNode, opts, c.Base)}
+	below := baseNode
+	for i, l := range c.Layers {
+		node := nodeName(layerIndex(filepath.Base(l)))
+		a = append(a, "-blockdev", fmt.Sprintf("driver=qcow2,node-name=%s,backing=%s,read-only=%s,%s,file.driver=file,file.filename=%s",
+			node, below, onOff(i < len(c.Layers)-1), opts, l))
+		below = node
+	}
+	return append(a, "-device", "virtio-blk-device,drive="+below)
+}
+
+// baseNode is the block node of the image's raw disk.
+const baseNode = "base"
 
 func (c vmConfig) memBackend() string {
 	if c.MemPath == "" {

@@ -181,6 +181,7 @@ type vmState struct {
 	CPUs      int      `json:"cpus"`
 	DiskSize  int64    `json:"disk_size"` // virtual size of the root disk
 	Layers    []string `json:"layers"`    // qcow2 chain (all in the VM dir), oldest first; last is active
+	Direct    bool     `json:"direct"`    // O_DIRECT disk I/O (diskCache)
 }
 
 // snapState describes a checkpoint directory (snapshot.json).
@@ -289,12 +290,16 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 			}
 		}
 		top := ss.Layers[len(ss.Layers)-1]
-		st.Layers = append(append([]string(nil), ss.Layers...), layerName(len(ss.Layers)))
+		st.Layers = append(append([]string(nil), ss.Layers...), layerName(nextLayer(ss.Layers)))
 		if err := r.newTopLayer(ctx, snap, filepath.Join(dir, st.Layers[len(st.Layers)-1]), top, st.DiskSize); err != nil {
 			return err
 		}
 	}
-	disk := filepath.Join(dir, st.Layers[len(st.Layers)-1])
+	layers := make([]string, len(st.Layers))
+	for i, l := range st.Layers {
+		layers[i] = filepath.Join(dir, l)
+	}
+	st.Direct = directIO(append(layers, vf.Disk)...)
 	tDisk := time.Since(t0) - tNet
 	if snap != "" && !ss.MemInStream {
 		// A hard link in the VM's own directory: QEMU (maybe unprivileged)
@@ -323,7 +328,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 		st.MemoryMiB = 512
 	}
 	cfg := vmConfig{
-		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Disk: disk, DiskNode: activeNode(&st),
+		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Base: vf.Disk, Layers: layers, Direct: st.Direct,
 		MemPath: st.MemPath, MemShared: st.MemShared, MemoryMiB: st.MemoryMiB, CPUs: st.CPUs,
 		Accel: r.cfg.Accel, Hostname: spec.Hostname, ID: spec.ID, Incoming: snap != "", Sandbox: !r.cfg.NoSandbox,
 	}
@@ -608,13 +613,16 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 		return 0, fmt.Errorf("qemu: checkpoint %s: %w", id, err)
 	}
 	defer q.Close()
+	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if err := r.settleLayers(mctx, q, &st); err != nil {
+		return 0, fmt.Errorf("qemu: checkpoint %s: %w", id, err)
+	}
 	out, err := os.OpenFile(filepath.Join(image, stateBin), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
 		return 0, fmt.Errorf("qemu: %w", err)
 	}
 	defer out.Close()
-	mctx, cancel := context.WithTimeout(ctx, 3*time.Minute)
-	defer cancel()
 	if err := q.Execute(mctx, "migrate-set-parameters", map[string]any{
 		"max-bandwidth": int64(64) << 30, "downtime-limit": 5,
 	}, nil); err != nil {
@@ -645,6 +653,11 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 		if err := linkOrCopy(filepath.Join(dir, l), filepath.Join(image, l)); err != nil {
 			return 0, fmt.Errorf("qemu: %w", err)
 		}
+		// The VM's disk skips flushes (diskCache): what a snapshot keeps
+		// is made durable here, with the source running again.
+		if err := syncFile(filepath.Join(image, l)); err != nil {
+			return 0, fmt.Errorf("qemu: %w", err)
+		}
 	}
 	ss.Layers = append([]string(nil), frozen...)
 	if !ss.MemInStream {
@@ -672,7 +685,21 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 	if err := os.WriteFile(filepath.Join(image, snapFile), b, 0o644); err != nil {
 		return 0, fmt.Errorf("qemu: %w", err)
 	}
+	if leaveRunning {
+		if err := r.flatten(ctx, q, &st); err != nil {
+			r.log.Warn("layers not flattened", "id", id, "err", err)
+		}
+	}
 	return pause, nil
+}
+
+func syncFile(path string) error {
+	f, err := os.Open(path)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	return f.Sync()
 }
 
 // overlayTemplate is a snapshot's empty overlay of its top layer.
@@ -762,7 +789,7 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	// one through a relative name, so a later snapshot's hard links of the
 	// whole chain resolve within the snapshot directory.
 	cur := st.Layers[len(st.Layers)-1]
-	next := layerName(len(st.Layers))
+	next := layerName(nextLayer(st.Layers))
 	nextPath := filepath.Join(dir, next)
 	os.Remove(nextPath)
 	if err := r.qemuImgCreate(ctx, nextPath, cur, "qcow2", st.DiskSize); err != nil {
@@ -770,9 +797,9 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	}
 	// Opened now, while the source runs: at the switch-over stacking it is
 	// then one graph change, not a file to open and probe.
-	nextNode := nodeName(len(st.Layers))
+	nextNode := nodeName(nextLayer(st.Layers))
 	if err := q.Execute(ctx, "blockdev-add", map[string]any{
-		"driver": "qcow2", "node-name": nextNode, "backing": nil,
+		"driver": "qcow2", "node-name": nextNode, "backing": nil, "cache": diskCache(st.Direct),
 		"file": map[string]any{"driver": "file", "filename": nextPath},
 	}, nil); err != nil {
 		return 0, fmt.Errorf("open the next overlay: %w", err)
@@ -861,13 +888,44 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	if err := q.Execute(ctx, "cont", nil, nil); err != nil {
 		return 0, err
 	}
-	return time.Since(stopped), nil
+	return pausedFor(q, stopped), nil
 }
 
-// layerName is the file of layer i of a VM's qcow2 chain. Layer i has the
-// same name in every VM and snapshot of one lineage, so hard links of a
+// pausedFor is how long the source's vCPUs stood still: from QEMU's STOP
+// event to its RESUME (sent before cont's reply), as QEMU stamped them.
+// That covers what the runtime cannot see, such as the stop's drain of the
+// disks, and is not blurred by polling. Without both events it is the
+// time since the runtime saw the VM stopped.
+func pausedFor(q *qmp, stopped time.Time) time.Duration {
+	stop, ok1 := q.lastEvent("STOP")
+	resume, ok2 := q.lastEvent("RESUME")
+	if ok1 && ok2 && resume.After(stop) {
+		return resume.Sub(stop)
+	}
+	return time.Since(stopped)
+}
+
+// layerName is the file of layer i of a VM's qcow2 chain. Each new layer
+// takes the number after the highest in its chain, so names are unique
+// within a chain (a flattened chain skips numbers) and hard links of a
 // whole chain never collide.
 func layerName(i int) string { return fmt.Sprintf("disk-%d.qcow2", i) }
+
+// layerIndex is the number in a layerName.
+func layerIndex(name string) int {
+	var i int
+	fmt.Sscanf(name, "disk-%d.qcow2", &i)
+	return i
+}
+
+// nextLayer is the number of the layer to stack on a chain.
+func nextLayer(layers []string) int {
+	n := 0
+	for _, l := range layers {
+		n = max(n, layerIndex(l)+1)
+	}
+	return n
+}
 
 // nodeName is the block node of layer i: "root" for the first.
 func nodeName(i int) string {
@@ -877,7 +935,7 @@ func nodeName(i int) string {
 	return "root" + strconv.Itoa(i)
 }
 
-func activeNode(st *vmState) string { return nodeName(len(st.Layers) - 1) }
+func activeNode(st *vmState) string { return nodeName(layerIndex(st.Layers[len(st.Layers)-1])) }
 
 func waitExit(pid int, d time.Duration) {
 	for deadline := time.Now().Add(d); alive(pid) && time.Now().Before(deadline); {

@@ -17,7 +17,8 @@ import (
 )
 
 func TestArgs(t *testing.T) {
-	c := vmConfig{Dir: "/s/vm1", Kernel: "/i/vmlinux", Initrd: "/i/initrd", Disk: "/s/vm1/disk-0.qcow2",
+	c := vmConfig{Dir: "/s/vm1", Kernel: "/i/vmlinux", Initrd: "/i/initrd", Base: "/i/rootfs.ext4",
+		Layers: []string{"/s/vm1/disk-0.qcow2", "/s/vm1/disk-3.qcow2"}, Direct: true,
 		MemPath: "/snap/mem", MemShared: false, MemoryMiB: 256, CPUs: 2, Accel: "tcg", Hostname: "h", ID: "vm1",
 		Incoming: true, Sandbox: true}
 	a := strings.Join(c.args(), " ")
@@ -28,7 +29,10 @@ func TestArgs(t *testing.T) {
 		"memory-backend-file,id=mem,size=256M,mem-path=/snap/mem,share=off",
 		"-netdev tap,id=net0,ifname=tap0,script=no,downscript=no",
 		"virtio-net-device,netdev=net0,mac=02:c0:7e:00:00:02",
-		"file.filename=/s/vm1/disk-0.qcow2",
+		"-blockdev driver=raw,node-name=base,read-only=on,cache.direct=on,cache.no-flush=on,file.driver=file,file.filename=/i/rootfs.ext4",
+		"-blockdev driver=qcow2,node-name=root,backing=base,read-only=on,cache.direct=on,cache.no-flush=on,file.driver=file,file.filename=/s/vm1/disk-0.qcow2",
+		"-blockdev driver=qcow2,node-name=root3,backing=root,read-only=off,cache.direct=on,cache.no-flush=on,file.driver=file,file.filename=/s/vm1/disk-3.qcow2",
+		"-device virtio-blk-device,drive=root3",
 		"-qmp unix:/s/vm1/qmp.sock,server=on,wait=off",
 		"-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
 		"-incoming defer",
@@ -98,6 +102,9 @@ func fakeQMP(t *testing.T, replies map[string]string) (string, chan string, chan
 				json.Unmarshal([]byte(line), &req)
 				cmds <- req.Execute
 				w.WriteString(`{"event": "STOP", "timestamp": {"seconds": 1}}` + "\n")
+				if req.Execute == "cont" {
+					w.WriteString(`{"event": "RESUME", "timestamp": {"seconds": 1, "microseconds": 7500}}` + "\n")
+				}
 				ret, ok := replies[req.Execute]
 				if !ok {
 					ret = `"return": {}`
@@ -131,6 +138,10 @@ func TestQMP(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nope") || !errorsAs(err, &qe) {
 		t.Fatalf("cont: %v", err)
 	}
+	// The pause is QEMU's STOP to its RESUME, whatever the caller saw.
+	if got := pausedFor(q, time.Now().Add(-time.Hour)); got != 7500*time.Microsecond {
+		t.Fatalf("pausedFor = %v, want 7.5ms", got)
+	}
 	f, err := os.CreateTemp(t.TempDir(), "state")
 	if err != nil {
 		t.Fatal(err)
@@ -150,6 +161,27 @@ func TestQMP(t *testing.T) {
 	}
 	if want := []string{"qmp_capabilities", "query-migrate", "cont", "getfd"}; !slices.Equal(got, want) {
 		t.Fatalf("commands %v, want %v", got, want)
+	}
+}
+
+func TestLayerNames(t *testing.T) {
+	for _, tc := range []struct {
+		chain      []string
+		next       int
+		activeNode string
+	}{
+		{[]string{"disk-0.qcow2"}, 1, "root"},
+		{[]string{"disk-0.qcow2", "disk-1.qcow2"}, 2, "root1"},
+		// A flattened chain skips numbers: the next stays above them all.
+		{[]string{"disk-0.qcow2", "disk-7.qcow2"}, 8, "root7"},
+		{[]string{"disk-2.qcow2", "disk-10.qcow2"}, 11, "root10"},
+	} {
+		if got := nextLayer(tc.chain); got != tc.next {
+			t.Errorf("nextLayer(%v) = %d, want %d", tc.chain, got, tc.next)
+		}
+		if got := activeNode(&vmState{Layers: tc.chain}); got != tc.activeNode {
+			t.Errorf("activeNode(%v) = %q, want %q", tc.chain, got, tc.activeNode)
+		}
 	}
 }
 

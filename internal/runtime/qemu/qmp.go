@@ -19,12 +19,19 @@ import (
 const qmpTimeout = 15 * time.Second
 
 // qmp is a QEMU Machine Protocol client: one synchronous command at a
-// time, events skipped.
+// time. Of the events it reads, it keeps when each one last came.
 type qmp struct {
-	mu   sync.Mutex
-	conn *net.UnixConn
-	r    *bufio.Reader
-	id   int
+	mu     sync.Mutex
+	conn   *net.UnixConn
+	r      *bufio.Reader
+	id     int
+	events map[string]time.Time // event name -> QEMU's timestamp of its last one
+}
+
+// qmpTimestamp is an event's time as QEMU stamped it when it happened.
+type qmpTimestamp struct {
+	Seconds      int64 `json:"seconds"`
+	Microseconds int64 `json:"microseconds"`
 }
 
 // qmpError is an error QEMU returned for a command.
@@ -123,11 +130,19 @@ func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) er
 			Return json.RawMessage `json:"return"`
 			Error  *qmpError       `json:"error"`
 			Event  string          `json:"event"`
+			When   qmpTimestamp    `json:"timestamp"`
 		}
 		if err := json.Unmarshal(line, &resp); err != nil {
 			return fmt.Errorf("qmp %s: bad reply %.200q: %w", cmd, line, err)
 		}
-		if resp.Event != "" || string(resp.ID) != strconv.Quote(id) {
+		if resp.Event != "" {
+			if q.events == nil {
+				q.events = make(map[string]time.Time)
+			}
+			q.events[resp.Event] = time.Unix(resp.When.Seconds, resp.When.Microseconds*1000)
+			continue
+		}
+		if string(resp.ID) != strconv.Quote(id) {
 			continue
 		}
 		if resp.Error != nil {
@@ -139,6 +154,15 @@ func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) er
 		}
 		return nil
 	}
+}
+
+// lastEvent reports when QEMU last sent event name on this connection,
+// as of the replies read so far.
+func (q *qmp) lastEvent(name string) (time.Time, bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	t, ok := q.events[name]
+	return t, ok
 }
 
 // migrationStatus is the part of query-migrate the runtime reads.
