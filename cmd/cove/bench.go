@@ -84,6 +84,8 @@ func benchTarget(backend, name string) string {
 			return "restore p50 <= 80 ms"
 		case "pss_per_child":
 			return "<= 35 MiB"
+		case "pool_handout":
+			return "p50 <= 10 ms"
 		case "branch_stopped_0", "branch_stopped_50", "branch_stopped_200":
 			// The design's "pause window (source paused)": QEMU's own
 			// STOP to RESUME. What the agent sees (branch_pause_*)

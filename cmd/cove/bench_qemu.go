@@ -63,9 +63,6 @@ func qemuBenchDefaults(fs *flag.FlagSet, o *benchOpts) {
 	if !set["file-mib"] {
 		o.fileMiB = 0
 	}
-	if !set["pool-handouts"] {
-		o.poolHandouts = 0
-	}
 	if !set["chain-samples"] {
 		o.chainSamples = 0
 	}

@@ -48,8 +48,11 @@ func TestQemuBenchDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	qemuBenchDefaults(fs, &o)
-	if o.fileMiB != 0 || o.poolHandouts != 0 || o.baselineExecs != 0 {
+	if o.fileMiB != 0 || o.baselineExecs != 0 {
 		t.Errorf("not turned off: %+v", o)
+	}
+	if o.poolHandouts != 10 {
+		t.Errorf("pool hand-outs turned off: %+v", o)
 	}
 	if o.chainSamples != 2 {
 		t.Errorf("chain-samples given explicitly was overridden: %d", o.chainSamples)

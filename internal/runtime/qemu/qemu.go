@@ -379,6 +379,13 @@ func (r *Runtime) incoming(ctx context.Context, q *qmp, spec runtime.Spec, snap 
 	if err := q.setCaps(mctx, map[string]bool{"x-ignore-shared": !ss.MemInStream, "pause-before-switchover": false}); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
+	// No self-announce after the load: by default QEMU has the guest send
+	// gratuitous ARPs five times over half a second, each a round of
+	// network and netlink code to translate (~700 TBs, 6% of the first
+	// reply's), for a host side that is a new tap with nothing to learn.
+	if err := q.Execute(mctx, "migrate-set-parameters", map[string]any{"announce-rounds": 0}, nil); err != nil {
+		return fmt.Errorf("qemu: restore: %w", err)
+	}
 	if err := q.passFD(mctx, "state", f); err != nil {
 		return fmt.Errorf("qemu: restore: %w", err)
 	}
@@ -820,7 +827,7 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 		}
 	}
 	resume := func() { q.Execute(context.WithoutCancel(ctx), "cont", nil, nil) }
-	if err := q.setCaps(ctx, map[string]bool{"x-ignore-shared": false, "pause-before-switchover": true}); err != nil {
+	if err := q.setCaps(ctx, map[string]bool{"x-ignore-shared": false, "pause-before-switchover": true, "events": true}); err != nil {
 		resume()
 		return 0, err
 	}
@@ -885,10 +892,45 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 		resume()
 		return 0, err
 	}
-	if err := q.Execute(ctx, "cont", nil, nil); err != nil {
+	if err := contAfterMigration(ctx, q); err != nil {
 		return 0, err
 	}
+	r.logSwitchover(q, st.ID)
 	return pausedFor(q, stopped), nil
+}
+
+// contAfterMigration resumes a VM whose outgoing migration has completed.
+// QEMU reports "completed" a moment before it leaves the finish-migrate
+// state, in which it refuses cont: that refusal is retried.
+func contAfterMigration(ctx context.Context, q *qmp) error {
+	for {
+		err := q.Execute(ctx, "cont", nil, nil)
+		var qe *qmpError
+		if !errors.As(err, &qe) || !strings.Contains(qe.Desc, "not finalized") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(100 * time.Microsecond):
+		}
+	}
+}
+
+// logSwitchover logs, at debug level, when each step of a switch-over
+// ended, from QEMU's STOP on, by the timestamps of its events.
+func (r *Runtime) logSwitchover(q *qmp, id string) {
+	stop, ok := q.lastEvent("STOP")
+	if !ok {
+		return
+	}
+	args := []any{"id", id}
+	for _, ev := range []string{"MIGRATION:pre-switchover", "MIGRATION:device", "MIGRATION:completed", "RESUME"} {
+		if t, ok := q.lastEvent(ev); ok && !t.Before(stop) {
+			args = append(args, strings.ToLower(strings.TrimPrefix(ev, "MIGRATION:")), t.Sub(stop))
+		}
+	}
+	r.log.Debug("switch-over", args...)
 }
 
 // pausedFor is how long the source's vCPUs stood still: from QEMU's STOP

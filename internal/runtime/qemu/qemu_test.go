@@ -62,6 +62,7 @@ func fakeQMP(t *testing.T, replies map[string]string) (string, chan string, chan
 	t.Cleanup(func() { l.Close() })
 	cmds, fds := make(chan string, 100), make(chan int, 10)
 	go func() {
+		defer close(cmds)
 		c, err := l.Accept()
 		if err != nil {
 			return
@@ -102,6 +103,9 @@ func fakeQMP(t *testing.T, replies map[string]string) (string, chan string, chan
 				json.Unmarshal([]byte(line), &req)
 				cmds <- req.Execute
 				w.WriteString(`{"event": "STOP", "timestamp": {"seconds": 1}}` + "\n")
+				if req.Execute == "query-migrate" {
+					w.WriteString(`{"event": "MIGRATION", "data": {"status": "completed"}, "timestamp": {"seconds": 1, "microseconds": 5000}}` + "\n")
+				}
 				if req.Execute == "cont" {
 					w.WriteString(`{"event": "RESUME", "timestamp": {"seconds": 1, "microseconds": 7500}}` + "\n")
 				}
@@ -138,6 +142,9 @@ func TestQMP(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "nope") || !errorsAs(err, &qe) {
 		t.Fatalf("cont: %v", err)
 	}
+	if at, ok := q.lastEvent("MIGRATION:completed"); !ok || at.Sub(time.Unix(1, 0)) != 5*time.Millisecond {
+		t.Fatalf("MIGRATION completed event at %v, %v", at, ok)
+	}
 	// The pause is QEMU's STOP to its RESUME, whatever the caller saw.
 	if got := pausedFor(q, time.Now().Add(-time.Hour)); got != 7500*time.Microsecond {
 		t.Fatalf("pausedFor = %v, want 7.5ms", got)
@@ -161,6 +168,37 @@ func TestQMP(t *testing.T) {
 	}
 	if want := []string{"qmp_capabilities", "query-migrate", "cont", "getfd"}; !slices.Equal(got, want) {
 		t.Fatalf("commands %v, want %v", got, want)
+	}
+}
+
+func TestContAfterMigration(t *testing.T) {
+	sock, cmds, _ := fakeQMP(t, map[string]string{
+		"cont": `"error": {"class": "GenericError", "desc": "Migration is not finalized yet"}`,
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	q, err := dialQMP(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	conts := make(chan int)
+	go func() {
+		n := 0
+		for c := range cmds {
+			if c == "cont" {
+				n++
+			}
+		}
+		conts <- n
+	}()
+	// Refused until the deadline: retried, then an error.
+	if err := contAfterMigration(ctx, q); err == nil {
+		t.Fatal("contAfterMigration succeeded against a QEMU that refuses cont")
+	}
+	q.Close()
+	if n := <-conts; n < 2 {
+		t.Fatalf("cont sent %d times, want retries", n)
 	}
 }
 

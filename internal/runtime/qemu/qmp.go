@@ -131,6 +131,9 @@ func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) er
 			Error  *qmpError       `json:"error"`
 			Event  string          `json:"event"`
 			When   qmpTimestamp    `json:"timestamp"`
+			Data   struct {
+				Status string `json:"status"`
+			} `json:"data"`
 		}
 		if err := json.Unmarshal(line, &resp); err != nil {
 			return fmt.Errorf("qmp %s: bad reply %.200q: %w", cmd, line, err)
@@ -139,7 +142,11 @@ func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) er
 			if q.events == nil {
 				q.events = make(map[string]time.Time)
 			}
-			q.events[resp.Event] = time.Unix(resp.When.Seconds, resp.When.Microseconds*1000)
+			name := resp.Event
+			if name == "MIGRATION" {
+				name += ":" + resp.Data.Status
+			}
+			q.events[name] = time.Unix(resp.When.Seconds, resp.When.Microseconds*1000)
 			continue
 		}
 		if string(resp.ID) != strconv.Quote(id) {
@@ -157,7 +164,8 @@ func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) er
 }
 
 // lastEvent reports when QEMU last sent event name on this connection,
-// as of the replies read so far.
+// as of the replies read so far. A MIGRATION event is named for its
+// status too: "MIGRATION:completed".
 func (q *qmp) lastEvent(name string) (time.Time, bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
