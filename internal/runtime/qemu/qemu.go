@@ -181,7 +181,6 @@ type vmState struct {
 	CPUs      int      `json:"cpus"`
 	DiskSize  int64    `json:"disk_size"` // virtual size of the root disk
 	Layers    []string `json:"layers"`    // qcow2 chain (all in the VM dir), oldest first; last is active
-	Direct    bool     `json:"direct"`    // O_DIRECT disk I/O (diskCache)
 }
 
 // snapState describes a checkpoint directory (snapshot.json).
@@ -299,7 +298,6 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 	for i, l := range st.Layers {
 		layers[i] = filepath.Join(dir, l)
 	}
-	st.Direct = directIO(append(layers, vf.Disk)...)
 	tDisk := time.Since(t0) - tNet
 	if snap != "" && !ss.MemInStream {
 		// A hard link in the VM's own directory: QEMU (maybe unprivileged)
@@ -328,7 +326,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 		st.MemoryMiB = 512
 	}
 	cfg := vmConfig{
-		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Base: vf.Disk, Layers: layers, Direct: st.Direct,
+		Dir: dir, Kernel: vf.Kernel, Initrd: vf.Initrd, Base: vf.Disk, Layers: layers,
 		MemPath: st.MemPath, MemShared: st.MemShared, MemoryMiB: st.MemoryMiB, CPUs: st.CPUs,
 		Accel: r.cfg.Accel, Hostname: spec.Hostname, ID: spec.ID, Incoming: snap != "", Sandbox: !r.cfg.NoSandbox,
 	}
@@ -660,7 +658,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 		if err := linkOrCopy(filepath.Join(dir, l), filepath.Join(image, l)); err != nil {
 			return 0, fmt.Errorf("qemu: %w", err)
 		}
-		// The VM's disk skips flushes (diskCache): what a snapshot keeps
+		// The VM's disk skips flushes (diskOpts): what a snapshot keeps
 		// is made durable here, with the source running again.
 		if err := syncFile(filepath.Join(image, l)); err != nil {
 			return 0, fmt.Errorf("qemu: %w", err)
@@ -805,9 +803,10 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	// Opened now, while the source runs: at the switch-over stacking it is
 	// then one graph change, not a file to open and probe.
 	nextNode := nodeName(nextLayer(st.Layers))
+	cache, file := diskCache()
+	file["driver"], file["filename"] = "file", nextPath
 	if err := q.Execute(ctx, "blockdev-add", map[string]any{
-		"driver": "qcow2", "node-name": nextNode, "backing": nil, "cache": diskCache(st.Direct),
-		"file": map[string]any{"driver": "file", "filename": nextPath},
+		"driver": "qcow2", "node-name": nextNode, "backing": nil, "cache": cache, "file": file,
 	}, nil); err != nil {
 		return 0, fmt.Errorf("open the next overlay: %w", err)
 	}
@@ -839,37 +838,40 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 		resume()
 		return 0, err
 	}
-	// Pre-copy until the VM stops for the switch-over. Poll tightly: the
-	// pause is measured from here.
-	relaxed := false
-	start := time.Now()
+	// Pre-copy until the VM stops for the switch-over, told by QEMU's
+	// event rather than polled for: every step from here is the pause.
+	migrationEnd := []string{"MIGRATION:failed", "MIGRATION:cancelled"}
+	relax := time.Now().Add(5 * time.Second)
 	for {
-		var ms migrationStatus
-		if err := q.Execute(ctx, "query-migrate", nil, &ms); err != nil {
-			return 0, err
+		wctx, cancel := ctx, context.CancelFunc(func() {})
+		if !relax.IsZero() {
+			wctx, cancel = context.WithDeadline(ctx, relax)
 		}
-		if ms.Status == "pre-switchover" {
-			if stopped.IsZero() {
-				stopped = time.Now()
-			}
-			break
-		}
-		if ms.Status == "failed" || ms.Status == "cancelled" {
+		ev, err := q.awaitEvent(wctx, append(migrationEnd, "MIGRATION:pre-switchover")...)
+		cancel()
+		if err == nil && ev != "MIGRATION:pre-switchover" {
 			resume()
-			return 0, fmt.Errorf("migration %s: %s", ms.Status, ms.ErrorDesc)
+			return 0, migrationFailed(ctx, q, ev)
 		}
-		if !relaxed && time.Since(start) > 5*time.Second {
-			// A busy guest dirties RAM faster than it can be copied in the
-			// downtime asked for: accept a longer pause rather than none.
-			q.Execute(ctx, "migrate-set-parameters", map[string]any{"downtime-limit": 2000}, nil)
-			relaxed = true
+		if err == nil {
+			break
 		}
 		if ctx.Err() != nil {
 			q.Execute(context.WithoutCancel(ctx), "migrate_cancel", nil, nil)
 			resume()
 			return 0, ctx.Err()
 		}
-		time.Sleep(500 * time.Microsecond)
+		if !errors.Is(err, context.DeadlineExceeded) || relax.IsZero() {
+			resume()
+			return 0, err
+		}
+		// A busy guest dirties RAM faster than it can be copied in the
+		// downtime asked for: accept a longer pause rather than none.
+		q.Execute(ctx, "migrate-set-parameters", map[string]any{"downtime-limit": 2000}, nil)
+		relax = time.Time{}
+	}
+	if stopped.IsZero() {
+		stopped = time.Now()
 	}
 	// The VM is stopped and its disk still active: freeze the current
 	// overlay and stack the new one on it.
@@ -880,23 +882,36 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	}
 	added = false
 	st.Layers = append(st.Layers, next)
-	if err := r.writeState(dir, *st); err != nil {
-		return 0, err
-	}
 	if err := q.Execute(ctx, "migrate-continue", map[string]any{"state": "pre-switchover"}, nil); err != nil {
 		resume()
 		return 0, err
 	}
 	// The source stands still until this completes.
-	if _, err := q.waitMigration(ctx, time.Millisecond, "completed"); err != nil {
+	ev, err := q.awaitEvent(ctx, append(migrationEnd, "MIGRATION:completed")...)
+	if err == nil && ev != "MIGRATION:completed" {
+		err = migrationFailed(ctx, q, ev)
+	}
+	if err != nil {
 		resume()
 		return 0, err
 	}
 	if err := contAfterMigration(ctx, q); err != nil {
 		return 0, err
 	}
+	// Recorded with the source running again: the new layer is what it
+	// writes to from now on.
+	if err := r.writeState(dir, *st); err != nil {
+		return 0, err
+	}
 	r.logSwitchover(q, st.ID)
 	return pausedFor(q, stopped), nil
+}
+
+// migrationFailed is the error of a migration that ended with event ev.
+func migrationFailed(ctx context.Context, q *qmp, ev string) error {
+	var ms migrationStatus
+	q.Execute(ctx, "query-migrate", nil, &ms)
+	return fmt.Errorf("migration %s: %s", strings.TrimPrefix(ev, "MIGRATION:"), ms.ErrorDesc)
 }
 
 // contAfterMigration resumes a VM whose outgoing migration has completed.

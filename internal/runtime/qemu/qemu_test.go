@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"log/slog"
 	"net"
 	"os"
@@ -18,7 +19,7 @@ import (
 
 func TestArgs(t *testing.T) {
 	c := vmConfig{Dir: "/s/vm1", Kernel: "/i/vmlinux", Initrd: "/i/initrd", Base: "/i/rootfs.ext4",
-		Layers: []string{"/s/vm1/disk-0.qcow2", "/s/vm1/disk-3.qcow2"}, Direct: true,
+		Layers:  []string{"/s/vm1/disk-0.qcow2", "/s/vm1/disk-3.qcow2"},
 		MemPath: "/snap/mem", MemShared: false, MemoryMiB: 256, CPUs: 2, Accel: "tcg", Hostname: "h", ID: "vm1",
 		Incoming: true, Sandbox: true}
 	a := strings.Join(c.args(), " ")
@@ -29,9 +30,9 @@ func TestArgs(t *testing.T) {
 		"memory-backend-file,id=mem,size=256M,mem-path=/snap/mem,share=off",
 		"-netdev tap,id=net0,ifname=tap0,script=no,downscript=no",
 		"virtio-net-device,netdev=net0,mac=02:c0:7e:00:00:02",
-		"-blockdev driver=raw,node-name=base,read-only=on,cache.direct=on,cache.no-flush=on,file.driver=file,file.filename=/i/rootfs.ext4",
-		"-blockdev driver=qcow2,node-name=root,backing=base,read-only=on,cache.direct=on,cache.no-flush=on,file.driver=file,file.filename=/s/vm1/disk-0.qcow2",
-		"-blockdev driver=qcow2,node-name=root3,backing=root,read-only=off,cache.direct=on,cache.no-flush=on,file.driver=file,file.filename=/s/vm1/disk-3.qcow2",
+		"-blockdev driver=raw,node-name=base,read-only=on,cache.direct=off,cache.no-flush=on,file.drop-cache=off,file.driver=file,file.filename=/i/rootfs.ext4",
+		"-blockdev driver=qcow2,node-name=root,backing=base,read-only=on,cache.direct=off,cache.no-flush=on,file.drop-cache=off,file.driver=file,file.filename=/s/vm1/disk-0.qcow2",
+		"-blockdev driver=qcow2,node-name=root3,backing=root,read-only=off,cache.direct=off,cache.no-flush=on,file.drop-cache=off,file.driver=file,file.filename=/s/vm1/disk-3.qcow2",
 		"-device virtio-blk-device,drive=root3",
 		"-qmp unix:/s/vm1/qmp.sock,server=on,wait=off",
 		"-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
@@ -199,6 +200,50 @@ func TestContAfterMigration(t *testing.T) {
 	q.Close()
 	if n := <-conts; n < 2 {
 		t.Fatalf("cont sent %d times, want retries", n)
+	}
+}
+
+// TestAwaitEvent waits for an event that arrives in two pieces, the first
+// before a deadline cuts the wait short: the next wait still reads it whole.
+func TestAwaitEvent(t *testing.T) {
+	sock := filepath.Join(t.TempDir(), "qmp.sock")
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	second := make(chan struct{})
+	go func() {
+		c, err := l.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		c.Write([]byte(`{"QMP": {}}` + "\n"))
+		bufio.NewReader(c).ReadBytes('\n') // qmp_capabilities
+		c.Write([]byte(`{"return": {}, "id": "1"}` + "\n" + `{"event": "MIGRATION", "data": {"sta`))
+		<-second
+		c.Write([]byte(`tus": "completed"}, "timestamp": {"seconds": 2}}` + "\n"))
+		time.Sleep(time.Second)
+	}()
+	ctx := context.Background()
+	q, err := dialQMP(ctx, sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer q.Close()
+	short, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+	defer cancel()
+	if _, err := q.awaitEvent(short, "MIGRATION:completed"); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("first wait: %v", err)
+	}
+	close(second)
+	ev, err := q.awaitEvent(ctx, "MIGRATION:failed", "MIGRATION:completed")
+	if err != nil || ev != "MIGRATION:completed" {
+		t.Fatalf("second wait = %q, %v", ev, err)
+	}
+	if at, _ := q.lastEvent(ev); !at.Equal(time.Unix(2, 0)) {
+		t.Fatalf("event time %v", at)
 	}
 }
 

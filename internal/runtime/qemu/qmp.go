@@ -21,11 +21,12 @@ const qmpTimeout = 15 * time.Second
 // qmp is a QEMU Machine Protocol client: one synchronous command at a
 // time. Of the events it reads, it keeps when each one last came.
 type qmp struct {
-	mu     sync.Mutex
-	conn   *net.UnixConn
-	r      *bufio.Reader
-	id     int
-	events map[string]time.Time // event name -> QEMU's timestamp of its last one
+	mu      sync.Mutex
+	conn    *net.UnixConn
+	r       *bufio.Reader
+	id      int
+	events  map[string]time.Time // event name -> QEMU's timestamp of its last one
+	partial []byte               // a line cut short by a deadline
 }
 
 // qmpTimestamp is an event's time as QEMU stamped it when it happened.
@@ -118,48 +119,93 @@ func (q *qmp) execute(ctx context.Context, cmd string, args, out any, fd int) er
 		return fmt.Errorf("qmp %s: %w", cmd, err)
 	}
 	for {
-		line, err := q.r.ReadBytes('\n')
+		m, err := q.next()
 		if err != nil {
-			if errors.Is(err, os.ErrDeadlineExceeded) && ctx.Err() != nil {
-				err = ctx.Err()
-			}
-			return fmt.Errorf("qmp %s: %w", cmd, err)
+			return fmt.Errorf("qmp %s: %w", cmd, deadlineErr(ctx, err))
 		}
-		var resp struct {
-			ID     json.RawMessage `json:"id"`
-			Return json.RawMessage `json:"return"`
-			Error  *qmpError       `json:"error"`
-			Event  string          `json:"event"`
-			When   qmpTimestamp    `json:"timestamp"`
-			Data   struct {
-				Status string `json:"status"`
-			} `json:"data"`
-		}
-		if err := json.Unmarshal(line, &resp); err != nil {
-			return fmt.Errorf("qmp %s: bad reply %.200q: %w", cmd, line, err)
-		}
-		if resp.Event != "" {
-			if q.events == nil {
-				q.events = make(map[string]time.Time)
-			}
-			name := resp.Event
-			if name == "MIGRATION" {
-				name += ":" + resp.Data.Status
-			}
-			q.events[name] = time.Unix(resp.When.Seconds, resp.When.Microseconds*1000)
+		if m.Event != "" || string(m.ID) != strconv.Quote(id) {
 			continue
 		}
-		if string(resp.ID) != strconv.Quote(id) {
-			continue
+		if m.Error != nil {
+			m.Error.Cmd = cmd
+			return m.Error
 		}
-		if resp.Error != nil {
-			resp.Error.Cmd = cmd
-			return resp.Error
-		}
-		if out != nil && resp.Return != nil {
-			return json.Unmarshal(resp.Return, out)
+		if out != nil && m.Return != nil {
+			return json.Unmarshal(m.Return, out)
 		}
 		return nil
+	}
+}
+
+// deadlineErr is ctx's error for a read that timed out at ctx's deadline
+// (which the connection's deadline is, unless later than qmpTimeout).
+func deadlineErr(ctx context.Context, err error) error {
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok && !time.Now().Before(dl) {
+		<-ctx.Done()
+		return ctx.Err()
+	}
+	return err
+}
+
+// qmpMessage is a line from QEMU: a command's reply or an event.
+type qmpMessage struct {
+	ID     json.RawMessage `json:"id"`
+	Return json.RawMessage `json:"return"`
+	Error  *qmpError       `json:"error"`
+	Event  string          `json:"event"`
+	When   qmpTimestamp    `json:"timestamp"`
+	Data   struct {
+		Status string `json:"status"`
+	} `json:"data"`
+}
+
+// next reads QEMU's next message and notes when an event came. A read cut
+// short by the deadline keeps what it read for the next one.
+func (q *qmp) next() (qmpMessage, error) {
+	var m qmpMessage
+	line, err := q.r.ReadBytes('\n')
+	if err != nil {
+		q.partial = append(q.partial, line...)
+		return m, err
+	}
+	if len(q.partial) > 0 {
+		line = append(q.partial, line...)
+		q.partial = nil
+	}
+	if err := json.Unmarshal(line, &m); err != nil {
+		return m, fmt.Errorf("bad message %.200q: %w", line, err)
+	}
+	if m.Event != "" {
+		if q.events == nil {
+			q.events = make(map[string]time.Time)
+		}
+		name := m.Event
+		if name == "MIGRATION" {
+			name += ":" + m.Data.Status
+		}
+		q.events[name] = time.Unix(m.When.Seconds, m.When.Microseconds*1000)
+	}
+	return m, nil
+}
+
+// awaitEvent waits until QEMU has sent one of the events named (as
+// lastEvent names them) on this connection and returns which.
+func (q *qmp) awaitEvent(ctx context.Context, names ...string) (string, error) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	q.setDeadline(ctx)
+	for {
+		for _, n := range names {
+			if _, ok := q.events[n]; ok {
+				return n, nil
+			}
+		}
+		if _, err := q.next(); err != nil {
+			return "", fmt.Errorf("qmp: waiting for %v: %w", names, deadlineErr(ctx, err))
+		}
 	}
 }
 
