@@ -10,11 +10,12 @@ import (
 )
 
 // maxLayers bounds a running VM's qcow2 chain. Each branch stacks a layer
-// on its source, and each switch-over reopens every layer (a migration
-// inactivates the disk, cont activates it again: ~0.5 ms a layer), so a VM
-// branched again and again would pause ever longer, and so would the
-// children of its snapshots. Past it, the layers between the first and
-// the active one are streamed into the active one in the background.
+// on its source, each switch-over reopens every layer (a migration
+// inactivates the disk, cont activates it again), and a read the top
+// layer misses walks down the chain: a VM branched again and again would
+// pause ever longer and read ever slower, and so would the children of its
+// snapshots. Past it, the layers between the first and the active one are
+// streamed into the active one in the background.
 const maxLayers = 3
 
 // flattenJob is the id of a VM's streaming job.
