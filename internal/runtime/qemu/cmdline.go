@@ -105,9 +105,7 @@ func (c vmConfig) args() []string {
 		"-object", c.memBackend(),
 	}
 	a = append(a, c.disk()...)
-	a = append(a,
-		"-qmp", "unix:"+c.qmpPath()+",server=on,wait=off",
-	)
+	a = append(a, "-qmp", "unix:"+c.qmpPath()+",server=on,wait=off")
 	if c.Sandbox {
 		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 	}

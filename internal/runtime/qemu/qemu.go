@@ -788,7 +788,7 @@ func (r *Runtime) goldenCheckpoint(ctx context.Context, q *qmp, st vmState, out 
 	return time.Since(t0), nil
 }
 
-func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *os.File) (time.Duration, error) {
+func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *os.File) (_ time.Duration, err error) {
 	dir := r.vmDir(st.ID)
 	// The next active overlay, made before the pause: backed by the current
 	// one through a relative name, so a later snapshot's hard links of the
@@ -882,6 +882,13 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 	}
 	added = false
 	st.Layers = append(st.Layers, next)
+	// Recorded once the source runs again (or failed to), whatever happens
+	// from here: the new layer is what it writes to now.
+	defer func() {
+		if werr := r.writeState(dir, *st); err == nil {
+			err = werr
+		}
+	}()
 	if err := q.Execute(ctx, "migrate-continue", map[string]any{"state": "pre-switchover"}, nil); err != nil {
 		resume()
 		return 0, err
@@ -896,11 +903,6 @@ func (r *Runtime) liveCheckpoint(ctx context.Context, q *qmp, st *vmState, out *
 		return 0, err
 	}
 	if err := contAfterMigration(ctx, q); err != nil {
-		return 0, err
-	}
-	// Recorded with the source running again: the new layer is what it
-	// writes to from now on.
-	if err := r.writeState(dir, *st); err != nil {
 		return 0, err
 	}
 	r.logSwitchover(q, st.ID)
