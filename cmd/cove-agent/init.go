@@ -26,8 +26,12 @@ func runInit(log *slog.Logger) int {
 	signal.Notify(sigs, syscall.SIGCHLD, syscall.SIGTERM, syscall.SIGINT,
 		syscall.SIGHUP, syscall.SIGQUIT, syscall.SIGUSR1, syscall.SIGUSR2)
 
+	// No asynchronous preemption in the agent (the commands it runs get
+	// an environment of their own): its goroutines block on I/O, and under
+	// TCG, where a goroutine runs long, sysmon's preemption signals cost
+	// each clone a round of signal-delivery code to translate.
 	child, err := os.StartProcess(exe, os.Args, &os.ProcAttr{
-		Env:   append(os.Environ(), childEnv+"=1"),
+		Env:   append(os.Environ(), childEnv+"=1", "GODEBUG=asyncpreemptoff=1"),
 		Files: []*os.File{os.Stdin, os.Stdout, os.Stderr},
 	})
 	if err != nil {

@@ -47,6 +47,10 @@ type Agent struct {
 	// reseed is set by Restored: the interpreter reseeds its random
 	// number generators before it runs more code.
 	reseed bool
+
+	// urandom is /dev/urandom open for writing, or nil: kept open so that
+	// a clone's Restored does not run the path lookup and open anew.
+	urandom *os.File
 }
 
 var _ agentproto.Handler = (*Agent)(nil)
@@ -74,6 +78,9 @@ func New(cfg Config) *Agent {
 	if a.hostname == nil {
 		a.hostname = os.Hostname
 	}
+	if f, err := openURandom(); err == nil {
+		a.urandom = f
+	}
 	if err := os.MkdirAll(a.workDir, 0o755); err != nil {
 		// Not fatal: file calls elsewhere still work, and Exec retries.
 		a.log.Warn("cannot create work directory", "dir", a.workDir, "err", err)
@@ -91,6 +98,9 @@ func (a *Agent) Close() error {
 	if p != nil {
 		p.kill()
 		<-p.exited
+	}
+	if a.urandom != nil {
+		a.urandom.Close()
 	}
 	return nil
 }

@@ -14,10 +14,11 @@ import (
 // restoredFixups applies what a restored VM needs and gVisor does on its
 // own: fresh entropy in the kernel's pool, which every clone of a snapshot
 // shares, and the current time, which is as old as the snapshot. Both are
-// best effort: a sandbox that cannot take them still works.
-func restoredFixups(log *slog.Logger, req agentproto.RestoredRequest) {
+// best effort: a sandbox that cannot take them still works. urandom is
+// /dev/urandom opened for writing, or nil to open it here.
+func restoredFixups(log *slog.Logger, urandom *os.File, req agentproto.RestoredRequest) {
 	if len(req.Seed) > 0 {
-		if err := addEntropy(req.Seed); err != nil {
+		if err := addEntropy(urandom, req.Seed); err != nil {
 			log.Debug("add entropy", "err", err)
 		}
 	}
@@ -31,19 +32,22 @@ func restoredFixups(log *slog.Logger, req agentproto.RestoredRequest) {
 		if err := unix.Settimeofday(&tv); err != nil {
 			log.Debug("set the clock", "err", err)
 		} else {
-			log.Info("clock set", "time", time.Unix(0, req.TimeUnixNano).UTC())
+			log.Debug("clock set", "time", time.Unix(0, req.TimeUnixNano).UTC())
 		}
 	}
 }
 
-// addEntropy mixes seed into the kernel's RNG: RNDADDENTROPY credits it
-// and reseeds, a plain write at least mixes it in.
-func addEntropy(seed []byte) error {
-	f, err := os.OpenFile("/dev/urandom", os.O_WRONLY, 0)
-	if err != nil {
-		return err
+// addEntropy mixes seed into the kernel's RNG through f (nil: opened
+// here): RNDADDENTROPY credits it and reseeds, a plain write at least
+// mixes it in.
+func addEntropy(f *os.File, seed []byte) error {
+	if f == nil {
+		var err error
+		if f, err = openURandom(); err != nil {
+			return err
+		}
+		defer f.Close()
 	}
-	defer f.Close()
 	// struct rand_pool_info { int entropy_count; int buf_size; __u32 buf[]; }
 	buf := make([]byte, 8+len(seed))
 	*(*int32)(unsafe.Pointer(&buf[0])) = int32(len(seed) * 8)
@@ -61,3 +65,5 @@ func addEntropy(seed []byte) error {
 	}
 	return nil
 }
+
+func openURandom() (*os.File, error) { return os.OpenFile("/dev/urandom", os.O_WRONLY, 0) }

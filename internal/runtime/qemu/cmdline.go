@@ -89,7 +89,7 @@ func (c vmConfig) args() []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", c.Kernel,
 		"-initrd", c.Initrd,
-		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 %scove.hostname=%s cove.id=%s", tscArgs(c.Accel), c.Hostname, c.ID),
+		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 psi=0 %scove.hostname=%s cove.id=%s", tscArgs(c.Accel), c.Hostname, c.ID),
 		"-chardev", "file,id=con,path=" + filepath.Join(c.Dir, "console.log"),
 		"-serial", "chardev:con",
 		"-netdev", c.netdev(),
