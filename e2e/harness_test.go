@@ -311,6 +311,9 @@ type resources struct {
 	Dirs       int
 	Netns      int
 	ShmFiles   int // QEMU guest RAM files in /dev/shm
+	// Sandbox cgroups (cove/<id>, any daemon's) with no task left: a live
+	// sandbox's has its processes, so an empty one is a leak.
+	EmptyCgroups int
 }
 
 func countResources(t *testing.T, stateDir string) resources {
@@ -353,6 +356,13 @@ func countResources(t *testing.T, stateDir string) resources {
 	h := sha256.Sum256([]byte(filepath.Join(stateDir, "sandboxes")))
 	shm, _ := filepath.Glob(fmt.Sprintf("/dev/shm/cove-%x-*.mem", h[:4]))
 	r.ShmFiles = len(shm)
+	v1, _ := filepath.Glob("/sys/fs/cgroup/*/cove/*/cgroup.procs")
+	v2, _ := filepath.Glob("/sys/fs/cgroup/cove/*/cgroup.procs")
+	for _, f := range append(v1, v2...) {
+		if b, err := os.ReadFile(f); err == nil && len(bytes.TrimSpace(b)) == 0 {
+			r.EmptyCgroups++
+		}
+	}
 	return r
 }
 

@@ -21,6 +21,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/cgroup"
 	"github.com/cove-sandbox/cove/internal/mount"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
@@ -236,7 +237,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	killStragglers(r.root, id)
 	// runsc removes the sandbox's cgroups on delete, but not when it never
 	// got to record them (a crash mid-create).
-	removeCgroups(id)
+	if err := removeCgroups(id); err != nil {
+		errs = append(errs, err)
+	}
 	if err := teardownNetns(ctx, id); err != nil {
 		errs = append(errs, err)
 	}
@@ -275,13 +278,13 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// removeCgroups removes the (empty) cgroup directories of a sandbox, under
-// every v1 controller or the v2 hierarchy.
-func removeCgroups(id string) {
+// removeCgroups removes the cgroup directories of a sandbox, under every
+// v1 controller or the v2 hierarchy. The sandbox was just killed: its
+// tasks may still be exiting, which cgroup.Remove waits out. (A rmdir
+// tried once left a sandbox's cgroups behind after a daemon's restart.)
+func removeCgroups(id string) error {
 	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/cove", id))
-	for _, d := range append(dirs, filepath.Join("/sys/fs/cgroup/cove", id)) {
-		os.Remove(d) // rmdir: fails harmlessly when absent or still in use
-	}
+	return cgroup.Remove(append(dirs, filepath.Join("/sys/fs/cgroup/cove", id))...)
 }
 
 // nullNetns is a namespace mount runsc keeps in its root for all sandboxes.

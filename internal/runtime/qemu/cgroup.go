@@ -6,7 +6,8 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"time"
+
+	"github.com/cove-sandbox/cove/internal/cgroup"
 )
 
 // The VM's QEMU runs in a cgroup named like gVisor's sandboxes' (cove/<id>)
@@ -87,20 +88,4 @@ func writeFiles(dir string, files [][2]string) error {
 }
 
 // removeCgroup removes the sandbox's cgroups once their processes are gone.
-func removeCgroup(id string) error {
-	var errs []error
-	for _, d := range cgroupDirs(id) {
-		var err error
-		for i := 0; i < 50; i++ {
-			if err = os.Remove(d); err == nil || errors.Is(err, os.ErrNotExist) {
-				err = nil
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("cgroup: %w", err))
-		}
-	}
-	return errors.Join(errs...)
-}
+func removeCgroup(id string) error { return cgroup.Remove(cgroupDirs(id)...) }
