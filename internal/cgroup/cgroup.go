@@ -1,11 +1,14 @@
-// Package cgroup removes the cgroup directories the runtimes make per
-// sandbox.
+// Package cgroup manages the cgroup directories the runtimes make per
+// sandbox: raising a quota for a while, removing them.
 package cgroup
 
 import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -28,4 +31,77 @@ func Remove(dirs ...string) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// RaiseCPUQuota adds one CPU to the CPU quota of each cgroup directory in
+// dirs that has one (cgroup v2's cpu.max or v1's cpu.cfs_quota_us; others
+// are skipped), for work done on a sandbox's behalf that would otherwise
+// be throttled at the sandbox's own quota, such as a checkpoint. The
+// returned func puts the quotas back.
+func RaiseCPUQuota(dirs ...string) (restore func(), err error) {
+	var undo [][2]string // file, its old content
+	restore = func() {
+		for i := len(undo) - 1; i >= 0; i-- {
+			os.WriteFile(undo[i][0], []byte(undo[i][1]), 0o644)
+		}
+	}
+	seen := map[string]bool{}
+	for _, d := range dirs {
+		// v1 controllers mounted together (cpu,cpuacct) show one
+		// directory under several names: raise it once.
+		if real, err := filepath.EvalSymlinks(d); err == nil {
+			if seen[real] {
+				continue
+			}
+			seen[real] = true
+		}
+		f, raised, old, err := raisedQuota(d)
+		if err != nil {
+			restore()
+			return func() {}, err
+		}
+		if f == "" {
+			continue
+		}
+		if err := os.WriteFile(f, []byte(raised), 0o644); err != nil {
+			restore()
+			return func() {}, fmt.Errorf("cgroup: %w", err)
+		}
+		undo = append(undo, [2]string{f, old})
+	}
+	return restore, nil
+}
+
+// raisedQuota reads the CPU quota of cgroup directory d and returns its
+// file, the content that adds one CPU to it, and its current content; ""
+// when d has no quota to raise (no CPU controller, or no limit).
+func raisedQuota(d string) (file, raised, old string, err error) {
+	if b, err := os.ReadFile(filepath.Join(d, "cpu.max")); err == nil {
+		old = strings.TrimSpace(string(b))
+		quota, period, ok := strings.Cut(old, " ")
+		q, qerr := strconv.Atoi(quota)
+		p, perr := strconv.Atoi(period)
+		if !ok || qerr != nil || perr != nil { // "max": no limit
+			return "", "", "", nil
+		}
+		return filepath.Join(d, "cpu.max"), fmt.Sprintf("%d %d", q+p, p), old, nil
+	}
+	b, err := os.ReadFile(filepath.Join(d, "cpu.cfs_quota_us"))
+	if err != nil {
+		return "", "", "", nil // not a CPU controller's directory
+	}
+	old = strings.TrimSpace(string(b))
+	q, err := strconv.Atoi(old)
+	if err != nil || q < 0 {
+		return "", "", "", nil
+	}
+	pb, err := os.ReadFile(filepath.Join(d, "cpu.cfs_period_us"))
+	if err != nil {
+		return "", "", "", fmt.Errorf("cgroup: %w", err)
+	}
+	p, err := strconv.Atoi(strings.TrimSpace(string(pb)))
+	if err != nil {
+		return "", "", "", fmt.Errorf("cgroup: period %q: %w", pb, err)
+	}
+	return filepath.Join(d, "cpu.cfs_quota_us"), strconv.Itoa(q + p), old, nil
 }

@@ -3,6 +3,7 @@ package cgroup
 import (
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -27,4 +28,50 @@ func TestRemove(t *testing.T) {
 	if _, err := os.Stat(empty); !os.IsNotExist(err) {
 		t.Errorf("empty directory still there: %v", err)
 	}
+}
+
+func TestRaiseCPUQuota(t *testing.T) {
+	root := t.TempDir()
+	write := func(dir string, files map[string]string) string {
+		d := filepath.Join(root, dir)
+		os.MkdirAll(d, 0o755)
+		for f, c := range files {
+			os.WriteFile(filepath.Join(d, f), []byte(c), 0o644)
+		}
+		return d
+	}
+	v2 := write("v2", map[string]string{"cpu.max": "100000 100000\n"})
+	v2max := write("v2max", map[string]string{"cpu.max": "max 100000\n"})
+	v1 := write("v1", map[string]string{"cpu.cfs_quota_us": "200000\n", "cpu.cfs_period_us": "100000\n"})
+	v1none := write("v1none", map[string]string{"cpu.cfs_quota_us": "-1\n", "cpu.cfs_period_us": "100000\n"})
+	mem := write("memory", map[string]string{"memory.limit_in_bytes": "1"})
+	// cpu and cpuacct mounted together: one directory, two names.
+	alias := filepath.Join(root, "v1alias")
+	if err := os.Symlink(v1, alias); err != nil {
+		t.Fatal(err)
+	}
+	restore, err := RaiseCPUQuota(v2, v2max, v1, alias, v1none, mem, filepath.Join(root, "absent"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	read := func(d, f string) string {
+		b, _ := os.ReadFile(filepath.Join(d, f))
+		return strings.TrimSpace(string(b))
+	}
+	for _, tc := range []struct{ dir, file, raised, restored string }{
+		{v2, "cpu.max", "200000 100000", "100000 100000"},
+		{v2max, "cpu.max", "max 100000", "max 100000"},
+		{v1, "cpu.cfs_quota_us", "300000", "200000"},
+		{v1none, "cpu.cfs_quota_us", "-1", "-1"},
+	} {
+		if got := read(tc.dir, tc.file); got != tc.raised {
+			t.Errorf("%s raised: %q, want %q", tc.dir, got, tc.raised)
+		}
+		defer func() {
+			if got := read(tc.dir, tc.file); got != tc.restored {
+				t.Errorf("%s restored: %q, want %q", tc.dir, got, tc.restored)
+			}
+		}()
+	}
+	restore()
 }

@@ -179,6 +179,12 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 	if leaveRunning {
 		args = append(args, "--leave-running")
 	}
+	// The save runs in the sandbox's cgroup, whose quota the sandbox
+	// itself may be using up: throttled, the checkpoint (and the pause
+	// of a branch's source) takes longer. One CPU more meanwhile.
+	if restore, err := cgroup.RaiseCPUQuota(cgroupDirs(id)...); err == nil {
+		defer restore()
+	}
 	t0 := time.Now()
 	out, err := r.runscCmd(ctx, append(args, id)...)
 	pause := time.Since(t0)
@@ -282,9 +288,13 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 // v1 controller or the v2 hierarchy. The sandbox was just killed: its
 // tasks may still be exiting, which cgroup.Remove waits out. (A rmdir
 // tried once left a sandbox's cgroups behind after a daemon's restart.)
-func removeCgroups(id string) error {
+func removeCgroups(id string) error { return cgroup.Remove(cgroupDirs(id)...) }
+
+// cgroupDirs are a sandbox's cgroup directories, as runsc makes them from
+// the spec's cgroupsPath: under every v1 controller, or in the v2 hierarchy.
+func cgroupDirs(id string) []string {
 	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/cove", id))
-	return cgroup.Remove(append(dirs, filepath.Join("/sys/fs/cgroup/cove", id))...)
+	return append(dirs, filepath.Join("/sys/fs/cgroup/cove", id))
 }
 
 // nullNetns is a namespace mount runsc keeps in its root for all sandboxes.

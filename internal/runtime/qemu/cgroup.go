@@ -54,17 +54,6 @@ func joinCgroup(id string, pid, cpus, memMiB int) error {
 	return errors.Join(errs...)
 }
 
-// setCPUQuota changes the CPU quota of a VM's cgroup to cpus CPUs.
-func setCPUQuota(id string, cpus int) error {
-	var errs []error
-	for _, d := range cgroupDirs(id) {
-		if files := cpuFiles(d, cpus); files != nil {
-			errs = append(errs, writeFiles(d, files))
-		}
-	}
-	return errors.Join(errs...)
-}
-
 // cpuFiles is what sets a quota of cpus CPUs in cgroup directory d, nil
 // if d holds no CPU controller (v1's memory hierarchy).
 func cpuFiles(d string, cpus int) [][2]string {

@@ -31,6 +31,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/cove-sandbox/cove/internal/cgroup"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/runtime"
@@ -627,8 +628,8 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 	// the sandbox's own quota its cgroup was throttled 2–3 times a branch,
 	// ~90–200 ms in all, which slowed the running source and, when it fell
 	// in the switch-over, stopped it ~45 ms longer. One CPU more meanwhile.
-	if err := setCPUQuota(id, st.CPUs+1); err == nil {
-		defer setCPUQuota(id, st.CPUs)
+	if restore, err := cgroup.RaiseCPUQuota(cgroupDirs(id)...); err == nil {
+		defer restore()
 	}
 	out, err := os.OpenFile(filepath.Join(image, stateBin), os.O_CREATE|os.O_TRUNC|os.O_WRONLY, 0o644)
 	if err != nil {
