@@ -30,50 +30,32 @@ func cgroupDirs(id string) []string {
 // joinCgroup puts pid into the sandbox's cgroups, made with its limits.
 func joinCgroup(id string, pid, cpus, memMiB int) error {
 	mem := strconv.FormatInt(int64(memMiB+memOverheadMiB)<<20, 10)
+	quota := strconv.Itoa(max(cpus, 1) * cpuPeriod)
 	var errs []error
 	for _, d := range cgroupDirs(id) {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			errs = append(errs, err)
 			continue
 		}
-		files := cpuFiles(d, cpus)
+		var files [][2]string
 		switch filepath.Base(filepath.Dir(filepath.Dir(d))) {
+		case "cpu":
+			files = [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", quota}}
 		case "memory":
 			files = [][2]string{{"memory.limit_in_bytes", mem}}
-		case "cpu":
 		default:
-			files = append(files, [2]string{"memory.max", mem})
+			files = [][2]string{{"cpu.max", quota + " " + strconv.Itoa(cpuPeriod)}, {"memory.max", mem}}
 		}
-		if err := writeFiles(d, files); err != nil {
-			errs = append(errs, err)
+		for _, f := range files {
+			if err := os.WriteFile(filepath.Join(d, f[0]), []byte(f[1]), 0o644); err != nil {
+				errs = append(errs, fmt.Errorf("cgroup %s: %w", f[0], err))
+			}
 		}
 		if err := os.WriteFile(filepath.Join(d, "cgroup.procs"), []byte(strconv.Itoa(pid)), 0o644); err != nil {
 			errs = append(errs, fmt.Errorf("cgroup %s: %w", d, err))
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// cpuFiles is what sets a quota of cpus CPUs in cgroup directory d, nil
-// if d holds no CPU controller (v1's memory hierarchy).
-func cpuFiles(d string, cpus int) [][2]string {
-	quota := strconv.Itoa(max(cpus, 1) * cpuPeriod)
-	switch filepath.Base(filepath.Dir(filepath.Dir(d))) {
-	case "cpu":
-		return [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", quota}}
-	case "memory":
-		return nil
-	}
-	return [][2]string{{"cpu.max", quota + " " + strconv.Itoa(cpuPeriod)}}
-}
-
-func writeFiles(dir string, files [][2]string) error {
-	for _, f := range files {
-		if err := os.WriteFile(filepath.Join(dir, f[0]), []byte(f[1]), 0o644); err != nil {
-			return fmt.Errorf("cgroup %s: %w", f[0], err)
-		}
-	}
-	return nil
 }
 
 // removeCgroup removes the sandbox's cgroups once their processes are gone.

@@ -349,20 +349,3 @@ func TestMajorVersion(t *testing.T) {
 		}
 	}
 }
-
-func TestCPUFiles(t *testing.T) {
-	for _, tc := range []struct {
-		dir  string
-		cpus int
-		want [][2]string
-	}{
-		{"/sys/fs/cgroup/cove/sb-1", 2, [][2]string{{"cpu.max", "200000 100000"}}},
-		{"/sys/fs/cgroup/cove/sb-1", 0, [][2]string{{"cpu.max", "100000 100000"}}},
-		{"/sys/fs/cgroup/cpu/cove/sb-1", 3, [][2]string{{"cpu.cfs_period_us", "100000"}, {"cpu.cfs_quota_us", "300000"}}},
-		{"/sys/fs/cgroup/memory/cove/sb-1", 3, nil},
-	} {
-		if got := cpuFiles(tc.dir, tc.cpus); !slices.Equal(got, tc.want) {
-			t.Errorf("cpuFiles(%s, %d) = %v, want %v", tc.dir, tc.cpus, got, tc.want)
-		}
-	}
-}
