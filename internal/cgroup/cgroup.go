@@ -1,5 +1,5 @@
 // Package cgroup manages the cgroup directories the runtimes make per
-// sandbox: raising a quota for a while, removing them.
+// sandbox: where they are, raising a quota for a while, removing them.
 package cgroup
 
 import (
@@ -11,6 +11,30 @@ import (
 	"strings"
 	"time"
 )
+
+// Root is where the host mounts its cgroup hierarchies.
+const Root = "/sys/fs/cgroup"
+
+// parent holds every sandbox's cgroup, in each hierarchy.
+const parent = "cove"
+
+// V2 reports whether the host runs the unified (v2) hierarchy.
+func V2() bool {
+	_, err := os.Stat(filepath.Join(Root, "cgroup.controllers"))
+	return err == nil
+}
+
+// Dir is sandbox id's cgroup directory under a v1 controller ("cpu",
+// "memory", ...), or under the unified hierarchy for controller "".
+func Dir(controller, id string) string { return filepath.Join(Root, controller, parent, id) }
+
+// Dirs lists every directory that may hold sandbox id's cgroup: the
+// unified one and one under each v1 controller that has it. Runtimes
+// remove these at teardown whichever they made.
+func Dirs(id string) []string {
+	dirs, _ := filepath.Glob(Dir("*", id))
+	return append(dirs, Dir("", id))
+}
 
 // Remove removes each cgroup directory in dirs that exists. A cgroup
 // refuses removal while a task in it is still exiting (a sandbox just

@@ -1,5 +1,6 @@
 // Package netns holds the network-namespace helpers the backends share:
-// running ip(8) and dialling from inside a named namespace.
+// the addresses every sandbox's link has, running ip(8), and doing work
+// (dialling, opening a tap) from inside a named namespace.
 package netns
 
 import (
@@ -16,13 +17,49 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// Every sandbox's link has the same addresses and MACs, whichever backend
+// runs it, so that a checkpoint taken in one namespace restores into
+// another. The host side is the sandbox's own namespace, never the host's.
+const (
+	HostAddr  = "10.77.0.1/30"
+	GuestAddr = "10.77.0.2/30"
+	GuestIP   = "10.77.0.2"
+	HostMAC   = "02:c0:7e:00:00:01"
+	GuestMAC  = "02:c0:7e:00:00:02"
+	// MTU is large: the agent channel carries files, and a user-space
+	// netstack's cost is per packet.
+	MTU = 65000
+)
+
 // Dir is where ip(8) keeps named namespaces.
 const Dir = "/var/run/netns"
+
+// Name is the name of one of a sandbox's namespaces; role tells a
+// sandbox's several namespaces apart (one letter: g, h, v).
+func Name(id, role string) string { return "cove-" + id + "-" + role }
 
 // Exists reports whether the named namespace exists.
 func Exists(ns string) bool {
 	_, err := os.Stat(Dir + "/" + ns)
 	return err == nil
+}
+
+// Add creates the named namespace.
+func Add(ctx context.Context, ns string) error { return IP(ctx, "", nil, "netns", "add", ns) }
+
+// Delete deletes each named namespace that exists; deleting a namespace
+// deletes the links in it.
+func Delete(ctx context.Context, names ...string) error {
+	var firstErr error
+	for _, ns := range names {
+		if !Exists(ns) {
+			continue
+		}
+		if err := IP(ctx, "", nil, "netns", "delete", ns); err != nil && firstErr == nil {
+			firstErr = err
+		}
+	}
+	return firstErr
 }
 
 // IP runs ip(8), inside namespace ns unless it is empty, with stdin if
@@ -44,51 +81,62 @@ func IP(ctx context.Context, ns string, stdin *strings.Reader, args ...string) e
 	return nil
 }
 
-// Dial connects to addr from inside the named network namespace. The
-// socket is created while the OS thread is in that namespace and stays bound
-// to it after the thread returns to the daemon's own.
-func Dial(ctx context.Context, ns, addr string) (net.Conn, error) {
-	type result struct {
-		conn net.Conn
-		err  error
-	}
-	ch := make(chan result, 1)
+// Do runs fn on an OS thread that has entered the named namespace. What fn
+// creates there (a socket, a tap's file) stays bound to the namespace after
+// the thread returns to the daemon's own. If fn's result must be released
+// when the thread cannot return, fn's caller gets the error and fn's result
+// both; Do itself only reports the failure.
+func Do(ns string, fn func() error) error {
+	ch := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked if restoring the namespace fails, so
-		// the runtime discards it instead of reusing a thread in the wrong
-		// namespace.
+		// The thread is never unlocked if returning to the daemon's
+		// namespace fails, so the runtime discards it instead of reusing
+		// a thread in the wrong namespace.
 		runtime.LockOSThread()
 		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: err}
+			ch <- err
 			return
 		}
 		defer orig.Close()
 		target, err := os.Open(Dir + "/" + ns)
 		if err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("open netns %s: %w", ns, err)}
+			ch <- fmt.Errorf("open netns %s: %w", ns, err)
 			return
 		}
 		defer target.Close()
 		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
 			runtime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("setns %s: %w", ns, err)}
+			ch <- fmt.Errorf("setns %s: %w", ns, err)
 			return
 		}
-		var d net.Dialer
-		conn, err := d.DialContext(ctx, "tcp", addr)
+		fnErr := fn()
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			if conn != nil {
-				conn.Close()
-			}
-			ch <- result{err: fmt.Errorf("return from netns %s: %w", ns, err)}
+			ch <- fmt.Errorf("return from netns %s: %w", ns, err)
 			return
 		}
 		runtime.UnlockOSThread()
-		ch <- result{conn, err}
+		ch <- fnErr
 	}()
-	r := <-ch
-	return r.conn, r.err
+	return <-ch
+}
+
+// Dial connects to addr from inside the named network namespace.
+func Dial(ctx context.Context, ns, addr string) (net.Conn, error) {
+	var conn net.Conn
+	err := Do(ns, func() error {
+		var d net.Dialer
+		c, err := d.DialContext(ctx, "tcp", addr)
+		conn = c
+		return err
+	})
+	if err != nil {
+		if conn != nil {
+			conn.Close()
+		}
+		return nil, err
+	}
+	return conn, nil
 }

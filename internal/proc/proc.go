@@ -1,0 +1,77 @@
+// Package proc reads and signals host processes through /proc: whether
+// one is alive, what its command line is, and killing those a predicate
+// picks out (what a killed daemon or runtime left behind).
+package proc
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+)
+
+// Alive reports whether pid exists and is not a zombie.
+func Alive(pid int) bool {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/stat")
+	if err != nil {
+		return false
+	}
+	// The state follows the command name, which may itself hold ')'.
+	s := string(b)
+	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
+		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// Cmdline returns pid's arguments.
+func Cmdline(pid int) ([]string, error) {
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/cmdline")
+	if err != nil {
+		return nil, err
+	}
+	return strings.Split(strings.TrimSuffix(string(b), "\x00"), "\x00"), nil
+}
+
+// Find returns the live processes, other than this one, whose arguments
+// match.
+func Find(match func(args []string) bool) []int {
+	ents, _ := os.ReadDir("/proc")
+	self := os.Getpid()
+	var pids []int
+	for _, e := range ents {
+		pid, err := strconv.Atoi(e.Name())
+		if err != nil || pid == self {
+			continue
+		}
+		args, err := Cmdline(pid)
+		if err == nil && match(args) && Alive(pid) {
+			pids = append(pids, pid)
+		}
+	}
+	return pids
+}
+
+// KillMatching sends SIGKILL to every process Find returns and says how
+// many it signalled.
+func KillMatching(match func(args []string) bool) int {
+	n := 0
+	for _, pid := range Find(match) {
+		if syscall.Kill(pid, syscall.SIGKILL) == nil {
+			n++
+		}
+	}
+	return n
+}
+
+// ArgsContain is a predicate for Find: some argument contains s.
+func ArgsContain(s string) func([]string) bool {
+	return func(args []string) bool {
+		for _, a := range args {
+			if strings.Contains(a, s) {
+				return true
+			}
+		}
+		return false
+	}
+}
