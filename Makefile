@@ -38,9 +38,14 @@ up: image
 down:
 	bash scripts/down.sh
 
+# vet also refuses an untidy go.mod and any tracked file over 1 MB (a
+# committed binary or image).
 vet:
 	$(GO) vet ./...
 	@out=$$(gofmt -l cmd internal pkg e2e); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	@$(GO) mod tidy -diff || { echo "go.mod is not tidy: run go mod tidy"; exit 1; }
+	@big=$$(git ls-files -z | xargs -0 -r stat -c '%s %n' -- 2>/dev/null | awk '$$1 > 1048576 {print $$2}'); \
+	  if [ -n "$$big" ]; then echo "tracked files over 1 MB:"; echo "$$big"; exit 1; fi
 
 # The QEMU runtime's tests boot real VMs, so unit tests need the VM image.
 unit: image-vm
