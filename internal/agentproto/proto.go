@@ -21,6 +21,10 @@ import (
 // Port is the TCP port the agent listens on inside a sandbox's network stack.
 const Port = 7070
 
+// SerialPort names the virtio-serial port a microVM's agent serves on
+// instead of Port.
+const SerialPort = "cove.agent"
+
 // WorkDir is the sandbox's working directory: relative paths in file calls and
 // the default cwd of exec resolve against it.
 const WorkDir = "/work"

@@ -56,7 +56,7 @@ func WriteFrom(path string, perm fs.FileMode, r io.Reader) (int64, error) {
 		err = os.Rename(tmp, path)
 	}
 	if err == nil {
-		err = syncDir(dir)
+		err = SyncDir(dir)
 	}
 	if err != nil {
 		os.Remove(tmp)
@@ -65,7 +65,11 @@ func WriteFrom(path string, perm fs.FileMode, r io.Reader) (int64, error) {
 	return n, nil
 }
 
-func syncDir(dir string) error {
+// SyncDir flushes directory dir, so that a rename into it survives a crash.
+func SyncDir(dir string) error {
+	if dir == "" {
+		dir = "."
+	}
 	d, err := os.Open(dir)
 	if err != nil {
 		return err

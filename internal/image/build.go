@@ -13,6 +13,9 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/cove-sandbox/cove/internal/fsutil"
+	"github.com/dustin/go-humanize"
 )
 
 // BuildOptions configures Build.
@@ -154,7 +157,7 @@ func (b *builder) build(ctx context.Context) (Image, error) {
 			return Image{}, err
 		}
 	}
-	b.prog.printf("image: %s ready in %.1fs: %s, %s", id, time.Since(start).Seconds(), img.Rootfs, humanBytes(img.Manifest.SizeBytes))
+	b.prog.printf("image: %s ready in %.1fs: %s, %s", id, time.Since(start).Seconds(), img.Rootfs, humanize.IBytes(uint64(img.Manifest.SizeBytes)))
 	b.log.Info("image built", "id", id, "rootfs", img.Rootfs, "size", img.Manifest.SizeBytes, "elapsed", time.Since(start))
 	return img, nil
 }
@@ -214,7 +217,7 @@ func (b *builder) ensureBase(ctx context.Context, r recipe, key string) (string,
 	}
 	published = true
 	size, _ := treeSize(filepath.Join(final, "rootfs"))
-	b.prog.printf("base: %.12s built in %.1fs, %s", key, time.Since(start).Seconds(), humanBytes(size))
+	b.prog.printf("base: %.12s built in %.1fs, %s", key, time.Since(start).Seconds(), humanize.IBytes(uint64(size)))
 	b.log.Info("base built", "key", key, "size", size, "elapsed", time.Since(start))
 	return filepath.Join(final, "rootfs"), nil
 }
@@ -256,7 +259,7 @@ func (b *builder) makeImage(ctx context.Context, baseRoot string, m Manifest, ag
 	if err != nil {
 		return Image{}, err
 	}
-	if err := writeFileAtomic(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o644); err != nil {
+	if err := fsutil.WriteFile(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o644); err != nil {
 		return Image{}, err
 	}
 	final := filepath.Join(dir, m.ID)
@@ -277,7 +280,7 @@ func publish(tmp, final string) error {
 	if err := os.Rename(tmp, final); err != nil {
 		return fmt.Errorf("publish: %w", err)
 	}
-	return syncDir(filepath.Dir(final))
+	return fsutil.SyncDir(filepath.Dir(final))
 }
 
 // installAgent puts agent at AgentPath in rootfs as a new inode. rootfs
@@ -332,17 +335,4 @@ func packageVersions(rootfs string) (debian string, pkgs map[string]string) {
 		}
 	}
 	return debian, pkgs
-}
-
-func humanBytes(n int64) string {
-	const unit = 1000
-	if n < unit {
-		return fmt.Sprintf("%d B", n)
-	}
-	div, exp := int64(unit), 0
-	for m := n / unit; m >= unit; m /= unit {
-		div *= unit
-		exp++
-	}
-	return fmt.Sprintf("%.1f %cB", float64(n)/float64(div), "kMGTPE"[exp])
 }

@@ -11,12 +11,13 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/fsutil"
 	"github.com/cove-sandbox/cove/internal/mount"
 )
 
 // tmpPrefix marks work in progress. Anything under an image directory (or
 // its base/) named so is garbage once the build lock is held.
-const tmpPrefix = ".tmp-"
+const tmpPrefix = fsutil.TempPrefix
 
 // lockDir takes an exclusive flock on dir/.lock, waiting until ctx is done.
 // The lock dies with the process, so a killed build never wedges the next.
@@ -70,48 +71,6 @@ func removeStale(dir string) error {
 // removeTree removes a build's leftovers without following a mount a
 // killed build left in them into the host's files.
 func removeTree(path string) error { return mount.RemoveAll(path) }
-
-// writeFileAtomic replaces path with data: a reader sees the old content
-// or the new, never a mix, and the new content is on disk before it shows.
-func writeFileAtomic(path string, data []byte, perm fs.FileMode) error {
-	dir, base := filepath.Split(path)
-	f, err := os.CreateTemp(dir, tmpPrefix+base+"-")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name()) // no-op after the rename
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Chmod(perm); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Rename(f.Name(), path); err != nil {
-		return err
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	if dir == "" {
-		dir = "."
-	}
-	d, err := os.Open(dir)
-	if err != nil {
-		return err
-	}
-	defer d.Close()
-	return d.Sync()
-}
 
 // treeSize is the apparent size of the files under root, hard links
 // counted once.

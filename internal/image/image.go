@@ -31,6 +31,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/cove-sandbox/cove/internal/fsutil"
 )
 
 const (
@@ -219,7 +221,7 @@ func setCurrent(dir, name, id string) error {
 	if cur, err := readCurrent(dir, name); err == nil && cur == id {
 		return nil
 	}
-	if err := writeFileAtomic(currentPath(dir, name), []byte(id+"\n"), 0o644); err != nil {
+	if err := fsutil.WriteFile(currentPath(dir, name), []byte(id+"\n"), 0o644); err != nil {
 		return fmt.Errorf("set current %s: %w", name, err)
 	}
 	return nil

@@ -31,6 +31,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/fsutil"
+	"github.com/cove-sandbox/cove/internal/netns"
+	"github.com/dustin/go-humanize"
 	"github.com/pierrec/lz4/v4"
 )
 
@@ -70,17 +74,6 @@ var GuestModules = []string{
 // optionalModules are loaded when the kernel has them as modules.
 var optionalModules = []string{"crc16", "mbcache", "jbd2", "crc32c_generic", "libcrc32c", "ext4", "overlay"}
 
-// VMAgentPort is the virtio-serial port the VM's agent serves on.
-const VMAgentPort = "cove.agent"
-
-// Guest network identity: the same in every VM, so one snapshot restores
-// into any number of per-VM network namespaces.
-const (
-	VMGuestAddr = "10.77.0.2/30"
-	VMGuestMAC  = "02:c0:7e:00:00:02"
-	VMHostAddr  = "10.77.0.1/30"
-)
-
 // vmInitVersion changes whenever the initramfs does (its /init, its layout).
 const vmInitVersion = "cove-vm-init-4"
 
@@ -107,7 +100,7 @@ for a in $(cat /proc/cmdline); do
 done
 hostname "$HN"
 ip link set lo up
-ip addr add ` + VMGuestAddr + ` dev eth0
+ip addr add ` + netns.GuestAddr + ` dev eth0
 ip link set eth0 up
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 1000 ]; do usleep 5000; i=$((i+1)); done
@@ -127,7 +120,7 @@ mkdir -p /newroot/dev/pts /newroot/dev/shm
 mount -t devpts -o newinstance,ptmxmode=0666,mode=0620 devpts /newroot/dev/pts
 mount -t tmpfs -o nosuid,nodev,mode=1777,size=65536k shm /newroot/dev/shm
 exec env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root TERM=linux \
-	COVE_SANDBOX_ID="$ID" switch_root /newroot /usr/local/bin/cove-agent --serial ` + VMAgentPort + `
+	COVE_SANDBOX_ID="$ID" switch_root /newroot /usr/local/bin/cove-agent --serial ` + agentproto.SerialPort + `
 `
 }
 
@@ -362,7 +355,7 @@ func (b *builder) ensureVM(ctx context.Context, img Image) error {
 	}
 	defer os.RemoveAll(tmp)
 	for _, f := range []string{"vmlinux", "initrd.cpio.gz"} {
-		if err := linkOrCopy(filepath.Join(kdir, f), filepath.Join(tmp, f)); err != nil {
+		if err := fsutil.LinkOrCopy(ctx, filepath.Join(kdir, f), filepath.Join(tmp, f)); err != nil {
 			return err
 		}
 	}
@@ -476,7 +469,7 @@ func (b *builder) ensureVMKernel(ctx context.Context) (string, error) {
 	if err := publish(work, final); err != nil {
 		return "", err
 	}
-	b.prog.printf("vm: kernel %s %s: vmlinux %s, initrd %s", kp.Name, kp.Version, humanBytes(int64(len(vmlinux))), humanBytes(int64(cpio.Len())))
+	b.prog.printf("vm: kernel %s %s: vmlinux %s, initrd %s", kp.Name, kp.Version, humanize.IBytes(uint64(len(vmlinux))), humanize.IBytes(uint64(cpio.Len())))
 	return final, nil
 }
 
@@ -489,26 +482,4 @@ func fileDigest(path string) string {
 	h := sha256.New()
 	io.Copy(h, f)
 	return hex.EncodeToString(h.Sum(nil))
-}
-
-// linkOrCopy hard-links src to dst, copying when they are on different
-// filesystems.
-func linkOrCopy(src, dst string) error {
-	if err := os.Link(src, dst); err == nil {
-		return nil
-	}
-	in, err := os.Open(src)
-	if err != nil {
-		return err
-	}
-	defer in.Close()
-	out, err := os.OpenFile(dst, os.O_CREATE|os.O_EXCL|os.O_WRONLY, 0o444)
-	if err != nil {
-		return err
-	}
-	if _, err := io.Copy(out, in); err != nil {
-		out.Close()
-		return err
-	}
-	return out.Close()
 }

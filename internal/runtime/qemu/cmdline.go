@@ -7,10 +7,10 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/agentproto"
 )
 
-// Guest network identity, the same for every VM (see image.VMGuestAddr):
+// Guest network identity, the same for every VM (see netns.GuestAddr):
 // each VM has its own network namespace holding one tap device.
 const (
 	tapName  = "tap0"
@@ -47,7 +47,7 @@ type vmConfig struct {
 func (c vmConfig) qmpPath() string { return filepath.Join(c.Dir, "qmp.sock") }
 
 // agentSock is the name of a VM's agent socket in its directory: the host
-// side of the guest's virtio-serial port image.VMAgentPort.
+// side of the guest's virtio-serial port agentproto.SerialPort.
 const agentSock = "agent.sock"
 
 func onOff(b bool) string {
@@ -99,7 +99,7 @@ func (c vmConfig) args() []string {
 		// sandbox's own) and every clone answers on its own socket.
 		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, agentSock) + ",server=on,wait=off",
 		"-device", "virtio-serial-device,max_ports=2",
-		"-device", "virtserialport,chardev=agent,name=" + image.VMAgentPort,
+		"-device", "virtserialport,chardev=agent,name=" + agentproto.SerialPort,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
 		"-device", "virtio-rng-device,rng=rng0",
 		"-object", c.memBackend(),
