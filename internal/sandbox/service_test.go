@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cove-sandbox/cove/internal/agentproto"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/runtime/runtimetest"
 	"github.com/cove-sandbox/cove/internal/store"
@@ -132,7 +131,7 @@ func (e *testEnv) exec(t *testing.T, id, token, shell string) string {
 	if err != nil {
 		t.Fatalf("Open(%s): %v", id, err)
 	}
-	res, err := sb.Exec(testCtx(t), agentproto.ExecRequest{Shell: shell})
+	res, err := sb.Exec(testCtx(t), ExecRequest{Shell: shell})
 	if err != nil {
 		t.Fatalf("Exec(%q) in %s: %v", shell, id, err)
 	}
@@ -484,26 +483,26 @@ func TestDataPlane(t *testing.T) {
 	if got, want := e.exec(t, info.ID, info.Token, "echo hello; pwd"), "hello\n"+e.rt.WorkDir(info.ID)+"\n"; got != want {
 		t.Errorf("exec output = %q, want %q", got, want)
 	}
-	res, err := sb.Exec(ctx, agentproto.ExecRequest{Args: []string{"sh", "-c", "echo oops >&2; exit 3"}})
+	res, err := sb.Exec(ctx, ExecRequest{Args: []string{"sh", "-c", "echo oops >&2; exit 3"}})
 	if err != nil || res.ExitCode != 3 || res.Stderr != "oops\n" {
 		t.Errorf("failing exec = %+v, %v", res, err)
 	}
 	if n := e.svc.Stats().Execs.Load(); n != 2 {
 		t.Errorf("Stats().Execs = %d, want 2", n)
 	}
-	if p, _, err := sb.Ping(ctx); err != nil || p.Hostname != info.ID {
+	if p, err := sb.Ping(ctx); err != nil || p.Hostname != info.ID {
 		t.Errorf("Ping = %+v, %v", p, err)
 	}
 
 	// Files.
-	fi, err := sb.Put(ctx, agentproto.PutRequest{Path: "dir/a.txt", Mode: 0o600}, strings.NewReader("content"))
+	fi, err := sb.Put(ctx, PutRequest{Path: "dir/a.txt", Mode: 0o600}, strings.NewReader("content"))
 	if err != nil || fi.Size != 7 || fi.Mode != 0o600 {
 		t.Fatalf("Put = %+v, %v", fi, err)
 	}
 	if got := e.exec(t, info.ID, info.Token, "cat dir/a.txt"); got != "content" {
 		t.Errorf("cat = %q", got)
 	}
-	_, rc, err := sb.Get(ctx, agentproto.GetRequest{Path: "dir/a.txt"})
+	_, rc, err := sb.Get(ctx, GetRequest{Path: "dir/a.txt"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -512,11 +511,11 @@ func TestDataPlane(t *testing.T) {
 	if err != nil || string(b) != "content" {
 		t.Errorf("Get = %q, %v", b, err)
 	}
-	ls, err := sb.List(ctx, agentproto.ListRequest{Path: "dir"})
+	ls, err := sb.List(ctx, ListRequest{Path: "dir"})
 	if err != nil || len(ls.Entries) != 1 {
 		t.Errorf("List = %+v, %v", ls, err)
 	}
-	w, err := sb.Wait(ctx, agentproto.WaitRequest{Path: "dir/a.txt", Text: "tent", TimeoutMs: 1000})
+	w, err := sb.Wait(ctx, WaitRequest{Path: "dir/a.txt", Text: "tent", Timeout: time.Second})
 	if err != nil || !w.Found {
 		t.Errorf("Wait = %+v, %v", w, err)
 	}
@@ -527,38 +526,38 @@ func TestDataPlane(t *testing.T) {
 		call func() error
 		want error
 	}{
-		{"exec without a command", func() error { _, err := sb.Exec(ctx, agentproto.ExecRequest{}); return err }, ErrInvalid},
+		{"exec without a command", func() error { _, err := sb.Exec(ctx, ExecRequest{}); return err }, ErrInvalid},
 		{"exec args and shell", func() error {
-			_, err := sb.Exec(ctx, agentproto.ExecRequest{Args: []string{"true"}, Shell: "true"})
+			_, err := sb.Exec(ctx, ExecRequest{Args: []string{"true"}, Shell: "true"})
 			return err
 		}, ErrInvalid},
 		{"exec negative timeout", func() error {
-			_, err := sb.Exec(ctx, agentproto.ExecRequest{Shell: "true", TimeoutMs: -1})
+			_, err := sb.Exec(ctx, ExecRequest{Shell: "true", Timeout: -time.Millisecond})
 			return err
 		}, ErrInvalid},
-		{"eval empty", func() error { _, err := sb.Eval(ctx, agentproto.EvalRequest{}); return err }, ErrInvalid},
+		{"eval empty", func() error { _, err := sb.Eval(ctx, EvalRequest{}); return err }, ErrInvalid},
 		{"put dotdot", func() error {
-			_, err := sb.Put(ctx, agentproto.PutRequest{Path: "../x"}, strings.NewReader(""))
+			_, err := sb.Put(ctx, PutRequest{Path: "../x"}, strings.NewReader(""))
 			return err
 		}, ErrInvalid},
 		{"put bad mode", func() error {
-			_, err := sb.Put(ctx, agentproto.PutRequest{Path: "x", Mode: 0o10000}, strings.NewReader(""))
+			_, err := sb.Put(ctx, PutRequest{Path: "x", Mode: 0o10000}, strings.NewReader(""))
 			return err
 		}, ErrInvalid},
 		{"put onto a directory", func() error {
-			_, err := sb.Put(ctx, agentproto.PutRequest{Path: "dir"}, strings.NewReader(""))
+			_, err := sb.Put(ctx, PutRequest{Path: "dir"}, strings.NewReader(""))
 			return err
 		}, ErrInvalid},
-		{"get dotdot", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "a/../b"}); return err }, ErrInvalid},
-		{"get missing", func() error { _, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "missing"}); return err }, ErrNotFound},
+		{"get dotdot", func() error { _, _, err := sb.Get(ctx, GetRequest{Path: "a/../b"}); return err }, ErrInvalid},
+		{"get missing", func() error { _, _, err := sb.Get(ctx, GetRequest{Path: "missing"}); return err }, ErrNotFound},
 		{"get negative offset", func() error {
-			_, _, err := sb.Get(ctx, agentproto.GetRequest{Path: "dir/a.txt", Offset: -1})
+			_, _, err := sb.Get(ctx, GetRequest{Path: "dir/a.txt", Offset: -1})
 			return err
 		}, ErrInvalid},
-		{"list deep", func() error { _, err := sb.List(ctx, agentproto.ListRequest{Path: ".", Depth: 65}); return err }, ErrInvalid},
-		{"wait no text", func() error { _, err := sb.Wait(ctx, agentproto.WaitRequest{Path: "x"}); return err }, ErrInvalid},
+		{"list deep", func() error { _, err := sb.List(ctx, ListRequest{Path: ".", Depth: 65}); return err }, ErrInvalid},
+		{"wait no text", func() error { _, err := sb.Wait(ctx, WaitRequest{Path: "x"}); return err }, ErrInvalid},
 		{"wait negative timeout", func() error {
-			_, err := sb.Wait(ctx, agentproto.WaitRequest{Path: "x", Text: "y", TimeoutMs: -1})
+			_, err := sb.Wait(ctx, WaitRequest{Path: "x", Text: "y", Timeout: -time.Millisecond})
 			return err
 		}, ErrInvalid},
 	}
@@ -580,7 +579,7 @@ func TestDataPlane(t *testing.T) {
 	if err := e.svc.Delete(ctx, info.ID); err != nil {
 		t.Fatal(err)
 	}
-	_, err = sb.Exec(ctx, agentproto.ExecRequest{Shell: "true"})
+	_, err = sb.Exec(ctx, ExecRequest{Shell: "true"})
 	wantErr(t, err, ErrNotFound)
 }
 
