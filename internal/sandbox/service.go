@@ -163,9 +163,6 @@ func New(cfg Config) *Service {
 // Stats returns the service's counters.
 func (s *Service) Stats() *Stats { return &s.stats }
 
-// Limits returns the configured limits.
-func (s *Service) Limits() Limits { return s.cfg.Limits }
-
 // Backend names the runtime in use.
 func (s *Service) Backend() string { return s.cfg.Runtime.Name() }
 
