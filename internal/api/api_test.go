@@ -273,6 +273,48 @@ func TestErrors(t *testing.T) {
 	}
 }
 
+// TestErrorWording: the service's errors name no route or header; the API
+// adds them, only where they help.
+func TestErrorWording(t *testing.T) {
+	s := newServer(t)
+	sb := s.create(t)
+	const unknown = "sb-000000000000"
+	tests := []struct {
+		name, method, path, body string
+		h                        hdr
+		want                     string
+	}{
+		{"no sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"shell":"true"}`, nil,
+			"forbidden: sandbox " + sb.ID + " needs its token in the X-Sandbox-Token header (it was returned when the sandbox was created)"},
+		{"wrong sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"shell":"true"}`, hdr{apitype.SandboxTokenHeader: "nope"},
+			"forbidden: wrong token for sandbox " + sb.ID},
+		{"unknown sandbox", "GET", "/v1/sandboxes/" + unknown, "", nil,
+			`sandbox "` + unknown + `": not found (it may have expired or been killed; list sandboxes with GET /v1/sandboxes)`},
+		{"delete unknown sandbox", "DELETE", "/v1/sandboxes/" + unknown, "", nil, `sandbox "` + unknown + `": not found`},
+		{"unknown snapshot", "GET", "/v1/snapshots/nope", "", nil, `snapshot "nope": not found (list snapshots with GET /v1/snapshots)`},
+		{"spawn unknown snapshot", "POST", "/v1/sandboxes", `{"snapshot_tag":"nope"}`, nil,
+			`snapshot "nope": not found (list snapshots with GET /v1/snapshots)`},
+		{"delete unknown snapshot", "DELETE", "/v1/snapshots/nope", "", nil, `snapshot "nope": not found`},
+		{"ttl over max", "POST", "/v1/sandboxes", `{"ttl_secs":3601}`, nil, "invalid request: ttl_secs 3601 exceeds the maximum of 3600"},
+		{"extend ttl zero", "POST", "/v1/sandboxes/" + sb.ID + "/extend", `{"ttl_secs":0}`, nil, "invalid request: ttl_secs must be positive"},
+		{"branch ttl over max", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"ttl_secs":3601}`, nil,
+			"invalid request: ttl_secs must be between 0 and 3600"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var body io.Reader
+			if tc.body != "" {
+				body = strings.NewReader(tc.body)
+			}
+			_, b := s.do(t, tc.method, tc.path, body, tc.h)
+			var eb apitype.ErrorBody
+			if err := json.Unmarshal(b, &eb); err != nil || eb.Error != tc.want {
+				t.Errorf("error %q (%v), want %q", eb.Error, err, tc.want)
+			}
+		})
+	}
+}
+
 func TestHealthzNeedsNoKey(t *testing.T) {
 	s := newServer(t)
 	var out map[string]bool
