@@ -102,15 +102,21 @@ func (s *testServer) do(t *testing.T, method, path string, body io.Reader, h hdr
 	return resp, b
 }
 
-// call sends a request with a string body and wants the status; it
-// decodes a JSON answer into out when out is not nil.
-func (s *testServer) call(t *testing.T, method, path, body string, h hdr, want int, out any) []byte {
+// doString is do with a string body; "" sends none.
+func (s *testServer) doString(t *testing.T, method, path, body string, h hdr) (*http.Response, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	resp, b := s.do(t, method, path, r, h)
+	return s.do(t, method, path, r, h)
+}
+
+// call sends a request with a string body and wants the status; it
+// decodes a JSON answer into out when out is not nil.
+func (s *testServer) call(t *testing.T, method, path, body string, h hdr, want int, out any) []byte {
+	t.Helper()
+	resp, b := s.doString(t, method, path, body, h)
 	if resp.StatusCode != want {
 		t.Fatalf("%s %s: status %d, want %d; body %s", method, path, resp.StatusCode, want, b)
 	}
@@ -245,11 +251,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var body io.Reader
-			if tc.body != "" {
-				body = strings.NewReader(tc.body)
-			}
-			resp, b := s.do(t, tc.method, tc.path, body, tc.h)
+			resp, b := s.doString(t, tc.method, tc.path, tc.body, tc.h)
 			if resp.StatusCode != tc.wantStatus {
 				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tc.wantStatus, b)
 			}
@@ -302,11 +304,7 @@ func TestErrorWording(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var body io.Reader
-			if tc.body != "" {
-				body = strings.NewReader(tc.body)
-			}
-			_, b := s.do(t, tc.method, tc.path, body, tc.h)
+			_, b := s.doString(t, tc.method, tc.path, tc.body, tc.h)
 			var eb apitype.ErrorBody
 			if err := json.Unmarshal(b, &eb); err != nil || eb.Error != tc.want {
 				t.Errorf("error %q (%v), want %q", eb.Error, err, tc.want)
