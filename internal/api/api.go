@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net/http"
 	"strings"
 	"time"
@@ -183,7 +184,21 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if status >= 500 {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeError(w, status, code, err.Error())
+	writeError(w, status, code, err.Error()+hint(err))
+}
+
+// hint is what the API adds to a service error: the service knows neither
+// the routes nor the headers a client has to use next.
+func hint(err error) string {
+	switch {
+	case errors.Is(err, sandbox.ErrNoSandbox):
+		return " (it may have expired or been killed; list sandboxes with GET /v1/sandboxes)"
+	case errors.Is(err, sandbox.ErrNoSnapshot):
+		return " (list snapshots with GET /v1/snapshots)"
+	case errors.Is(err, sandbox.ErrNoToken):
+		return " in the " + apitype.SandboxTokenHeader + " header (it was returned when the sandbox was created)"
+	}
+	return ""
 }
 
 // decode reads a JSON body into v, strictly: unknown fields and trailing
@@ -210,6 +225,13 @@ func decode(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
 		return fmt.Errorf("%w: malformed JSON: data after the object", sandbox.ErrInvalid)
 	}
 	return nil
+}
+
+// ttl converts a request's ttl_secs for the service, which checks it. It
+// saturates instead of overflowing, so that a huge value stays too big.
+func ttl(secs int64) time.Duration {
+	const limit = math.MaxInt64 / int64(time.Second)
+	return time.Duration(min(max(secs, -limit), limit)) * time.Second
 }
 
 // secs converts a non-negative number of seconds from a request.

@@ -102,15 +102,21 @@ func (s *testServer) do(t *testing.T, method, path string, body io.Reader, h hdr
 	return resp, b
 }
 
-// call sends a request with a string body and wants the status; it
-// decodes a JSON answer into out when out is not nil.
-func (s *testServer) call(t *testing.T, method, path, body string, h hdr, want int, out any) []byte {
+// doString is do with a string body; "" sends none.
+func (s *testServer) doString(t *testing.T, method, path, body string, h hdr) (*http.Response, []byte) {
 	t.Helper()
 	var r io.Reader
 	if body != "" {
 		r = strings.NewReader(body)
 	}
-	resp, b := s.do(t, method, path, r, h)
+	return s.do(t, method, path, r, h)
+}
+
+// call sends a request with a string body and wants the status; it
+// decodes a JSON answer into out when out is not nil.
+func (s *testServer) call(t *testing.T, method, path, body string, h hdr, want int, out any) []byte {
+	t.Helper()
+	resp, b := s.doString(t, method, path, body, h)
 	if resp.StatusCode != want {
 		t.Fatalf("%s %s: status %d, want %d; body %s", method, path, resp.StatusCode, want, b)
 	}
@@ -245,11 +251,7 @@ func TestErrors(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			var body io.Reader
-			if tc.body != "" {
-				body = strings.NewReader(tc.body)
-			}
-			resp, b := s.do(t, tc.method, tc.path, body, tc.h)
+			resp, b := s.doString(t, tc.method, tc.path, tc.body, tc.h)
 			if resp.StatusCode != tc.wantStatus {
 				t.Fatalf("status %d, want %d; body %s", resp.StatusCode, tc.wantStatus, b)
 			}
@@ -270,6 +272,44 @@ func TestErrors(t *testing.T) {
 	// Nothing refused above changed anything.
 	if n := s.svc.Count(); n != 2 {
 		t.Errorf("%d sandboxes live, want 2", n)
+	}
+}
+
+// TestErrorWording: the service's errors name no route or header; the API
+// adds them, only where they help.
+func TestErrorWording(t *testing.T) {
+	s := newServer(t)
+	sb := s.create(t)
+	const unknown = "sb-000000000000"
+	tests := []struct {
+		name, method, path, body string
+		h                        hdr
+		want                     string
+	}{
+		{"no sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"shell":"true"}`, nil,
+			"forbidden: sandbox " + sb.ID + " needs its token in the X-Sandbox-Token header (it was returned when the sandbox was created)"},
+		{"wrong sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/exec", `{"shell":"true"}`, hdr{apitype.SandboxTokenHeader: "nope"},
+			"forbidden: wrong token for sandbox " + sb.ID},
+		{"unknown sandbox", "GET", "/v1/sandboxes/" + unknown, "", nil,
+			`sandbox "` + unknown + `": not found (it may have expired or been killed; list sandboxes with GET /v1/sandboxes)`},
+		{"delete unknown sandbox", "DELETE", "/v1/sandboxes/" + unknown, "", nil, `sandbox "` + unknown + `": not found`},
+		{"unknown snapshot", "GET", "/v1/snapshots/nope", "", nil, `snapshot "nope": not found (list snapshots with GET /v1/snapshots)`},
+		{"spawn unknown snapshot", "POST", "/v1/sandboxes", `{"snapshot_tag":"nope"}`, nil,
+			`snapshot "nope": not found (list snapshots with GET /v1/snapshots)`},
+		{"delete unknown snapshot", "DELETE", "/v1/snapshots/nope", "", nil, `snapshot "nope": not found`},
+		{"ttl over max", "POST", "/v1/sandboxes", `{"ttl_secs":3601}`, nil, "invalid request: ttl_secs 3601 exceeds the maximum of 3600"},
+		{"extend ttl zero", "POST", "/v1/sandboxes/" + sb.ID + "/extend", `{"ttl_secs":0}`, nil, "invalid request: ttl_secs must be positive"},
+		{"branch ttl over max", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"ttl_secs":3601}`, nil,
+			"invalid request: ttl_secs must be between 0 and 3600"},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			_, b := s.doString(t, tc.method, tc.path, tc.body, tc.h)
+			var eb apitype.ErrorBody
+			if err := json.Unmarshal(b, &eb); err != nil || eb.Error != tc.want {
+				t.Errorf("error %q (%v), want %q", eb.Error, err, tc.want)
+			}
+		})
 	}
 }
 

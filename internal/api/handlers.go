@@ -9,7 +9,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cove-sandbox/cove/internal/agentproto"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -66,16 +65,8 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 		s.fail(w, r, fmt.Errorf("%w: POST /sandboxes makes one sandbox: use POST /v1/sandboxes for n > 1", sandbox.ErrInvalid))
 		return nil, false
 	}
-	if req.TTLSecs < 0 {
-		s.fail(w, r, fmt.Errorf("%w: ttl_secs must not be negative", sandbox.ErrInvalid))
-		return nil, false
-	}
-	if max := int64(s.svc.Limits().MaxTTL.Seconds()); req.TTLSecs > max {
-		s.fail(w, r, fmt.Errorf("%w: ttl_secs %d exceeds the maximum of %d", sandbox.ErrInvalid, req.TTLSecs, max))
-		return nil, false
-	}
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
-		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: time.Duration(req.TTLSecs) * time.Second,
+		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
 	})
 	if err != nil {
@@ -139,15 +130,7 @@ func (s *Server) extend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	if req.TTLSecs <= 0 {
-		s.fail(w, r, fmt.Errorf("%w: ttl_secs must be positive", sandbox.ErrInvalid))
-		return
-	}
-	if req.TTLSecs > int64(s.svc.Limits().MaxTTL.Seconds()) {
-		s.fail(w, r, fmt.Errorf("%w: ttl_secs must be at most %d", sandbox.ErrInvalid, int64(s.svc.Limits().MaxTTL.Seconds())))
-		return
-	}
-	info, err := s.svc.Extend(r.Context(), r.PathValue("id"), time.Duration(req.TTLSecs)*time.Second)
+	info, err := s.svc.Extend(r.Context(), r.PathValue("id"), ttl(req.TTLSecs))
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -156,12 +139,12 @@ func (s *Server) extend(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
-	res, rtt, err := sb.Ping(r.Context())
+	res, err := sb.Ping(r.Context())
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitype.PingResponse{OK: true, Hostname: res.Hostname, UptimeMs: res.UptimeMs, LatencyUs: rtt.Microseconds()})
+	writeJSON(w, http.StatusOK, apitype.PingResponse{OK: true, Hostname: res.Hostname, UptimeMs: res.Uptime.Milliseconds(), LatencyUs: res.RTT.Microseconds()})
 }
 
 func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
@@ -188,18 +171,18 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	areq := agentproto.ExecRequest{Args: args, Shell: req.Shell, Cwd: req.Cwd, Env: env, TimeoutMs: timeout.Milliseconds()}
+	ereq := sandbox.ExecRequest{Args: args, Shell: req.Shell, Cwd: req.Cwd, Env: env, Timeout: timeout}
 	if req.Stdin != "" {
-		areq.Stdin = []byte(req.Stdin)
+		ereq.Stdin = []byte(req.Stdin)
 	}
-	res, err := sb.Exec(r.Context(), areq)
+	res, err := sb.Exec(r.Context(), ereq)
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
 	writeJSON(w, http.StatusOK, apitype.ExecResponse{
 		Stdout: res.Stdout, Stderr: res.Stderr, ExitCode: res.ExitCode,
-		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMs: res.DurationMs,
+		TimedOut: res.TimedOut, Truncated: res.Truncated, DurationMs: res.Duration.Milliseconds(),
 	})
 }
 
@@ -214,7 +197,7 @@ func (s *Server) eval(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		s.fail(w, r, err)
 		return
 	}
-	res, err := sb.Eval(r.Context(), agentproto.EvalRequest{Code: req.Code, TimeoutMs: timeout.Milliseconds()})
+	res, err := sb.Eval(r.Context(), sandbox.EvalRequest{Code: req.Code, Timeout: timeout})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -222,8 +205,8 @@ func (s *Server) eval(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 	writeJSON(w, http.StatusOK, apitype.EvalResponse{Result: res.Result, Error: res.Error, ExitCode: res.ExitCode, Stdout: res.Stdout, Stderr: res.Stderr})
 }
 
-func fileInfo(i agentproto.FileInfo) apitype.FileInfo {
-	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.MtimeUnix, Target: i.Target}
+func fileInfo(i sandbox.FileInfo) apitype.FileInfo {
+	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.ModTime.Unix(), Target: i.Target}
 }
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
@@ -245,7 +228,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox
 			return
 		}
 	}
-	info, err := sb.Put(r.Context(), agentproto.PutRequest{Path: path, Mode: uint32(mode)}, r.Body)
+	info, err := sb.Put(r.Context(), sandbox.PutRequest{Path: path, Mode: uint32(mode)}, r.Body)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -275,7 +258,7 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.San
 	h.Set("X-File-Mode", fmt.Sprintf("%04o", info.Mode))
 	h.Set("X-File-Size", strconv.FormatInt(info.Size, 10))
 	h.Set("Accept-Ranges", "bytes")
-	h.Set("Last-Modified", time.Unix(info.MtimeUnix, 0).UTC().Format(http.TimeFormat))
+	h.Set("Last-Modified", info.ModTime.UTC().Format(http.TimeFormat))
 	status := http.StatusOK
 	if ranged {
 		status = http.StatusPartialContent
@@ -291,9 +274,9 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.San
 }
 
 // fileRange reads the part of a file a GET asks for.
-func fileRange(r *http.Request) (agentproto.GetRequest, bool, error) {
+func fileRange(r *http.Request) (sandbox.GetRequest, bool, error) {
 	q := r.URL.Query()
-	req := agentproto.GetRequest{Path: q.Get("path")}
+	req := sandbox.GetRequest{Path: q.Get("path")}
 	bad := func(what string) error {
 		return fmt.Errorf("%w: %s: want non-negative byte counts", sandbox.ErrInvalid, what)
 	}
@@ -338,7 +321,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, sb *sandbox.S
 	q := r.URL.Query()
 	path := q.Get("path")
 	if path == "" {
-		path = agentproto.WorkDir
+		path = sandbox.WorkDir
 	}
 	depth := 1
 	if d := q.Get("depth"); d != "" {
@@ -348,7 +331,7 @@ func (s *Server) listFiles(w http.ResponseWriter, r *http.Request, sb *sandbox.S
 			return
 		}
 	}
-	res, err := sb.List(r.Context(), agentproto.ListRequest{Path: path, Depth: depth})
+	res, err := sb.List(r.Context(), sandbox.ListRequest{Path: path, Depth: depth})
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -371,10 +354,10 @@ func (s *Server) wait(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		s.fail(w, r, err)
 		return
 	}
-	res, err := sb.Wait(r.Context(), agentproto.WaitRequest{Path: req.Path, Text: req.Text, TimeoutMs: timeout.Milliseconds()})
+	res, err := sb.Wait(r.Context(), sandbox.WaitRequest{Path: req.Path, Text: req.Text, Timeout: timeout})
 	if err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, apitype.WaitResponse{Found: res.Found, ElapsedMs: res.ElapsedMs})
+	writeJSON(w, http.StatusOK, apitype.WaitResponse{Found: res.Found, ElapsedMs: res.Elapsed.Milliseconds()})
 }

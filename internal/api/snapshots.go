@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"time"
 
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -80,12 +79,8 @@ func (s *Server) branch(withChildren bool) http.HandlerFunc {
 			s.fail(w, r, fmt.Errorf("%w: snapshot takes no n: use /branch to spawn children", sandbox.ErrInvalid))
 			return
 		}
-		if max := int64(s.svc.Limits().MaxTTL.Seconds()); req.TTLSecs < 0 || req.TTLSecs > max {
-			s.fail(w, r, fmt.Errorf("%w: ttl_secs must be between 0 and %d", sandbox.ErrInvalid, max))
-			return
-		}
 		res, err := s.svc.Branch(r.Context(), r.PathValue("id"), sandbox.BranchOptions{
-			Tag: req.Tag, N: req.N, TTL: time.Duration(req.TTLSecs) * time.Second,
+			Tag: req.Tag, N: req.N, TTL: ttl(req.TTLSecs),
 		})
 		if err != nil {
 			s.fail(w, r, err)

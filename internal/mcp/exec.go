@@ -2,8 +2,6 @@ package mcp
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
@@ -13,6 +11,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -145,7 +144,7 @@ func execOut(id string, req apitype.ExecRequest, res apitype.ExecResponse) ExecO
 // the exec call and can be killed as a group, with its output going to a
 // fresh log file. cove has no process API yet; this is the shell's way.
 func (s *Server) background(ctx context.Context, id, token, shell string, c CommandOpts) (ExecOut, error) {
-	logPath := bgDir + "/" + time.Now().UTC().Format("20060102-150405") + "-" + randomHex(4) + ".log"
+	logPath := bgDir + "/" + time.Now().UTC().Format("20060102-150405") + "-" + randhex.New(4) + ".log"
 	req := execRequest(c)
 	req.Shell = fmt.Sprintf("mkdir -p %s && setsid /bin/sh -c %s >%s 2>&1 </dev/null & echo $!", bgDir, shellQuote(shell), logPath)
 	res, err := s.api.Exec(ctx, id, token, req)
@@ -335,10 +334,4 @@ func shellJoin(args []string) string {
 		q[i] = shellQuote(a)
 	}
 	return strings.Join(q, " ")
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }

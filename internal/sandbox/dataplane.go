@@ -2,13 +2,130 @@ package sandbox
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
 )
+
+// The data plane's requests and results are the service's own: callers
+// need not know the guest protocol, which the service converts to and from.
+
+// WorkDir is a sandbox's working directory: relative paths in file calls,
+// and exec's default cwd, resolve against it.
+const WorkDir = agentproto.WorkDir
+
+// PingResult is an agent's answer to a ping.
+type PingResult struct {
+	Hostname string
+	Uptime   time.Duration
+	// RTT is the round trip as the service measured it.
+	RTT time.Duration
+}
+
+// ExecRequest runs one command: Args (an argv looked up in PATH) or Shell
+// (run by /bin/sh -c), not both.
+type ExecRequest struct {
+	Args  []string
+	Shell string
+	Cwd   string   // "": WorkDir
+	Env   []string // KEY=VALUE, added to the default environment
+	Stdin []byte   // nil: /dev/null
+	// Timeout kills the command's whole process group when it elapses;
+	// 0 means none.
+	Timeout time.Duration
+}
+
+func (r ExecRequest) proto() agentproto.ExecRequest {
+	return agentproto.ExecRequest{Args: r.Args, Shell: r.Shell, Cwd: r.Cwd, Env: r.Env, Stdin: r.Stdin, TimeoutMs: r.Timeout.Milliseconds()}
+}
+
+// ExecResult is how a command ended. ExitCode is -1 when it was killed by
+// a signal (including the timeout).
+type ExecResult struct {
+	Stdout, Stderr string
+	ExitCode       int
+	TimedOut       bool
+	Truncated      bool // output beyond the agent's cap was dropped
+	Duration       time.Duration
+}
+
+// EvalRequest evaluates Python code in the sandbox's warm interpreter,
+// whose globals persist between calls.
+type EvalRequest struct {
+	Code    string
+	Timeout time.Duration
+}
+
+// EvalResult: Result is repr() of the value of a trailing expression (""
+// when there is none); Error is the formatted exception; ExitCode is 0 on
+// success, 1 when the code raised.
+type EvalResult struct {
+	Result, Stdout, Stderr, Error string
+	ExitCode                      int
+}
+
+// FileInfo describes one file in a sandbox.
+type FileInfo struct {
+	Path    string
+	Type    string // "file", "dir", "symlink", "other"
+	Size    int64
+	Mode    uint32 // permission bits, as chmod takes them
+	ModTime time.Time
+	Target  string // a symlink's target
+}
+
+func fileInfo(i agentproto.FileInfo) FileInfo {
+	return FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: time.Unix(i.MtimeUnix, 0), Target: i.Target}
+}
+
+// PutRequest writes a file, atomically: readers see the old file or the
+// whole new one.
+type PutRequest struct {
+	Path string
+	Mode uint32 // permission bits; 0 means 0644
+}
+
+// GetRequest reads a file, or the part of it from Offset, at most Length
+// bytes (0: to the end).
+type GetRequest struct {
+	Path           string
+	Offset, Length int64
+}
+
+func (r GetRequest) proto() agentproto.GetRequest {
+	return agentproto.GetRequest{Path: r.Path, Offset: r.Offset, Length: r.Length}
+}
+
+// Span returns how many bytes r reads from a file of size bytes.
+func (r GetRequest) Span(size int64) int64 { return r.proto().Span(size) }
+
+// ListRequest lists a directory tree. Depth 1 lists the direct children.
+type ListRequest struct {
+	Path  string
+	Depth int // 0 means 1
+}
+
+// ListResult is a directory tree in lexical order, cut short (Truncated)
+// past the agent's cap.
+type ListResult struct {
+	Entries   []FileInfo
+	Truncated bool
+}
+
+// WaitRequest waits until the file at Path contains Text, or Timeout (0:
+// the agent's default) elapses.
+type WaitRequest struct {
+	Path, Text string
+	Timeout    time.Duration
+}
+
+// WaitResult reports whether the text appeared, and when.
+type WaitResult struct {
+	Found   bool
+	Elapsed time.Duration
+}
 
 // Sandbox is a handle for data-plane calls, obtained with the sandbox's
 // token: holding one is proof the caller may use the sandbox.
@@ -24,7 +141,7 @@ func (s *Service) Open(id, token string) (*Sandbox, error) {
 		return nil, err
 	}
 	if token == "" {
-		return nil, fmt.Errorf("%w: sandbox %s needs its token in the X-Sandbox-Token header (it was returned when the sandbox was created)", ErrForbidden, id)
+		return nil, fmt.Errorf("%w: sandbox %s needs its token", ErrNoToken, id)
 	}
 	if !tokenMatches(b.rec.TokenHash, token) {
 		return nil, fmt.Errorf("%w: wrong token for sandbox %s", ErrForbidden, id)
@@ -35,180 +152,123 @@ func (s *Service) Open(id, token string) (*Sandbox, error) {
 // ID returns the sandbox's id.
 func (sb *Sandbox) ID() string { return sb.b.rec.ID }
 
-// agent returns a connection to the sandbox's agent, reconnecting if the
-// last one broke.
-func (sb *Sandbox) agent(ctx context.Context) (*agentproto.Client, error) {
-	b := sb.b
-	if c, err := b.liveAgent(); c != nil || err != nil {
-		return c, err
-	}
-	// Reconnect under connMu only: b.mu guards fields that the reaper and
-	// List read, and must never wait on a slow dial.
-	b.connMu.Lock()
-	defer b.connMu.Unlock()
-	if c, err := b.liveAgent(); c != nil || err != nil {
-		return c, err // another call reconnected meanwhile
-	}
-	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	c, err := sb.s.connect(ctx, b.rec.ID)
-	if err != nil {
-		return nil, fmt.Errorf("%w: cannot reach the agent of sandbox %s: %v", ErrUnavailable, b.rec.ID, err)
-	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.rec.Status != StatusRunning { // destroyed while we dialled
-		c.Close()
-		return nil, fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, b.rec.Status, ErrNotFound)
-	}
-	b.agent = c
-	return c, nil
-}
-
-// liveAgent returns the sandbox's working agent connection, nil if there
-// is none, or an error if the sandbox is going away.
-func (b *box) liveAgent() (*agentproto.Client, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.rec.Status != StatusRunning {
-		return nil, fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, b.rec.Status, ErrNotFound)
-	}
-	if b.agent != nil {
-		select {
-		case <-b.agent.Closed():
-			b.agent = nil
-		default:
-			return b.agent, nil
-		}
-	}
-	return nil, nil
-}
-
-// mapErr turns agent errors into the service's sentinels.
-func mapErr(err error) error {
-	if err == nil {
-		return nil
-	}
-	var ae *agentproto.Error
-	if errors.As(err, &ae) {
-		switch ae.Code {
-		case agentproto.CodeInvalid, agentproto.CodeIsDir:
-			return fmt.Errorf("%w: %s", ErrInvalid, ae.Message)
-		case agentproto.CodeNotFound:
-			return fmt.Errorf("%w: %s", ErrNotFound, ae.Message)
-		case agentproto.CodeTimeout:
-			return fmt.Errorf("%w: %s", ErrTimeout, ae.Message)
-		}
-		return fmt.Errorf("agent: %s", ae.Message)
-	}
-	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
-		return err
-	}
-	return fmt.Errorf("%w: agent connection: %v", ErrUnavailable, err)
-}
-
-// Ping checks that the agent answers and reports its round trip.
-func (sb *Sandbox) Ping(ctx context.Context) (agentproto.PingResult, time.Duration, error) {
+// Ping checks that the agent answers and measures its round trip.
+func (sb *Sandbox) Ping(ctx context.Context) (PingResult, error) {
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.PingResult{}, 0, err
+		return PingResult{}, err
 	}
 	t0 := time.Now()
 	r, err := a.Ping(ctx)
-	return r, time.Since(t0), mapErr(err)
+	return PingResult{Hostname: r.Hostname, Uptime: time.Duration(r.UptimeMs) * time.Millisecond, RTT: time.Since(t0)}, mapErr(err)
 }
 
 // Exec runs a command.
-func (sb *Sandbox) Exec(ctx context.Context, req agentproto.ExecRequest) (agentproto.ExecResult, error) {
-	if err := req.Validate(); err != nil {
-		return agentproto.ExecResult{}, mapErr(err)
+func (sb *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	preq := req.proto()
+	if err := preq.Validate(); err != nil {
+		return ExecResult{}, mapErr(err)
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.ExecResult{}, err
+		return ExecResult{}, err
 	}
 	sb.s.stats.Execs.Add(1)
-	r, err := a.Exec(ctx, req)
-	return r, mapErr(err)
+	r, err := a.Exec(ctx, preq)
+	return ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, TimedOut: r.TimedOut, Truncated: r.Truncated,
+		Duration: time.Duration(r.DurationMs) * time.Millisecond}, mapErr(err)
 }
 
 // Eval evaluates Python code in the sandbox's warm interpreter.
-func (sb *Sandbox) Eval(ctx context.Context, req agentproto.EvalRequest) (agentproto.EvalResult, error) {
+func (sb *Sandbox) Eval(ctx context.Context, req EvalRequest) (EvalResult, error) {
 	if req.Code == "" {
-		return agentproto.EvalResult{}, invalidf("code is empty")
+		return EvalResult{}, invalidf("code is empty")
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.EvalResult{}, err
+		return EvalResult{}, err
 	}
-	r, err := a.Eval(ctx, req)
-	return r, mapErr(err)
+	r, err := a.Eval(ctx, agentproto.EvalRequest{Code: req.Code, TimeoutMs: req.Timeout.Milliseconds()})
+	return EvalResult{Result: r.Result, Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error, ExitCode: r.ExitCode}, mapErr(err)
 }
 
 // Put writes a file from r, atomically.
-func (sb *Sandbox) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader) (agentproto.FileInfo, error) {
+func (sb *Sandbox) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo, error) {
 	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return agentproto.FileInfo{}, mapErr(err)
+		return FileInfo{}, mapErr(err)
 	}
 	if req.Mode > 0o7777 {
-		return agentproto.FileInfo{}, invalidf("mode %o is not a permission mode", req.Mode)
+		return FileInfo{}, invalidf("mode %o is not a permission mode", req.Mode)
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.FileInfo{}, err
+		return FileInfo{}, err
 	}
-	info, err := a.Put(ctx, req, r)
-	return info, mapErr(err)
+	info, err := a.Put(ctx, agentproto.PutRequest{Path: req.Path, Mode: req.Mode}, r)
+	if err != nil {
+		return FileInfo{}, mapErr(err)
+	}
+	return fileInfo(info), nil
 }
 
 // Get opens a file, or a range of it, for reading; the caller closes the
 // reader, which yields req.Span(info.Size) bytes.
-func (sb *Sandbox) Get(ctx context.Context, req agentproto.GetRequest) (agentproto.FileInfo, io.ReadCloser, error) {
+func (sb *Sandbox) Get(ctx context.Context, req GetRequest) (FileInfo, io.ReadCloser, error) {
 	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return agentproto.FileInfo{}, nil, mapErr(err)
+		return FileInfo{}, nil, mapErr(err)
 	}
 	if req.Offset < 0 || req.Length < 0 {
-		return agentproto.FileInfo{}, nil, invalidf("offset and length must not be negative")
+		return FileInfo{}, nil, invalidf("offset and length must not be negative")
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.FileInfo{}, nil, err
+		return FileInfo{}, nil, err
 	}
-	info, rc, err := a.Get(ctx, req)
-	return info, rc, mapErr(err)
+	info, rc, err := a.Get(ctx, req.proto())
+	if err != nil {
+		return FileInfo{}, nil, mapErr(err)
+	}
+	return fileInfo(info), rc, nil
 }
 
 // List lists a directory tree.
-func (sb *Sandbox) List(ctx context.Context, req agentproto.ListRequest) (agentproto.ListResult, error) {
+func (sb *Sandbox) List(ctx context.Context, req ListRequest) (ListResult, error) {
 	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return agentproto.ListResult{}, mapErr(err)
+		return ListResult{}, mapErr(err)
 	}
 	if req.Depth < 0 || req.Depth > 64 {
-		return agentproto.ListResult{}, invalidf("depth must be between 1 and 64")
+		return ListResult{}, invalidf("depth must be between 1 and 64")
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.ListResult{}, err
+		return ListResult{}, err
 	}
-	r, err := a.List(ctx, req)
-	return r, mapErr(err)
+	r, err := a.List(ctx, agentproto.ListRequest{Path: req.Path, Depth: req.Depth})
+	if err != nil {
+		return ListResult{}, mapErr(err)
+	}
+	out := ListResult{Entries: make([]FileInfo, len(r.Entries)), Truncated: r.Truncated}
+	for i, e := range r.Entries {
+		out.Entries[i] = fileInfo(e)
+	}
+	return out, nil
 }
 
 // Wait blocks until a file contains a text or the timeout elapses.
-func (sb *Sandbox) Wait(ctx context.Context, req agentproto.WaitRequest) (agentproto.WaitResult, error) {
+func (sb *Sandbox) Wait(ctx context.Context, req WaitRequest) (WaitResult, error) {
 	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return agentproto.WaitResult{}, mapErr(err)
+		return WaitResult{}, mapErr(err)
 	}
 	if req.Text == "" {
-		return agentproto.WaitResult{}, invalidf("text is empty")
+		return WaitResult{}, invalidf("text is empty")
 	}
-	if req.TimeoutMs < 0 {
-		return agentproto.WaitResult{}, invalidf("timeout must not be negative")
+	if req.Timeout < 0 {
+		return WaitResult{}, invalidf("timeout must not be negative")
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
-		return agentproto.WaitResult{}, err
+		return WaitResult{}, err
 	}
-	r, err := a.Wait(ctx, req)
-	return r, mapErr(err)
+	r, err := a.Wait(ctx, agentproto.WaitRequest{Path: req.Path, Text: req.Text, TimeoutMs: req.Timeout.Milliseconds()})
+	return WaitResult{Found: r.Found, Elapsed: time.Duration(r.ElapsedMs) * time.Millisecond}, mapErr(err)
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Sentinel errors. The API maps them onto statuses; messages wrapped around
-// them say what went wrong and what to do.
+// them say what went wrong and what to do, in the service's own terms: how
+// to reach a sandbox over HTTP is the API's to say.
 var (
 	ErrNotFound    = errors.New("not found")
 	ErrInvalid     = errors.New("invalid request")
@@ -14,12 +15,25 @@ var (
 	ErrLimit       = errors.New("limit reached")
 	ErrUnavailable = errors.New("unavailable")
 	ErrTimeout     = errors.New("timed out")
+	// ErrConflict reports a request that clashes with existing state: a
+	// tag already taken, a snapshot still in use.
+	ErrConflict = errors.New("conflict")
+)
+
+// Refinements of the sentinels above, for the cases where a front end adds
+// its own words: where to list what exists, where a token goes. A message
+// built on one of them ends where such words can follow.
+var (
+	// ErrNoSandbox is ErrNotFound for a sandbox id that names no live
+	// sandbox.
+	ErrNoSandbox = fmt.Errorf("%w", ErrNotFound)
+	// ErrNoSnapshot is ErrNotFound for a tag that names no snapshot.
+	ErrNoSnapshot = fmt.Errorf("%w", ErrNotFound)
+	// ErrNoToken is ErrForbidden for a data-plane call without the
+	// sandbox's token.
+	ErrNoToken = fmt.Errorf("%w", ErrForbidden)
 )
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))
 }
-
-// ErrConflict reports a request that clashes with existing state: a tag
-// already taken, a snapshot still in use.
-var ErrConflict = errors.New("conflict")

@@ -69,7 +69,7 @@ func (s *Service) nextToFill() *snap {
 
 // fillOne restores one sandbox into sn's pool.
 func (s *Service) fillOne(ctx context.Context, sn *snap) bool {
-	src, err := snapshotSource(s, sn)
+	src, err := s.snapshotSource(sn)
 	var b *box
 	if err == nil {
 		b, err = s.launch(ctx, src, StatusPooled, pooledTTL, "")

@@ -6,7 +6,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
 	"crypto/sha256"
 	"crypto/subtle"
 	"encoding/hex"
@@ -19,16 +18,18 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
-// Status values of a sandbox.
+// Status values of a sandbox: those a client may see are the API's.
 const (
-	StatusCreating = "creating"
-	StatusRunning  = "running"
-	StatusStopping = "stopping"
-	StatusPooled   = "pooled"
+	StatusCreating = apitype.StatusCreating
+	StatusRunning  = apitype.StatusRunning
+	StatusStopping = apitype.StatusStopping
+	StatusPooled   = apitype.StatusPooled
 	// StatusBuilding marks the sandbox a snapshot is being built in: it is
 	// never handed to anyone, and a restart destroys it.
 	StatusBuilding = "building"
@@ -50,11 +51,15 @@ type Limits struct {
 	MaxSandboxes     int // alive at once
 }
 
+// inSecs is d in whole seconds: errors about lifetimes name ttl_secs, the
+// field every client gives them in, as others name cpus and memory_mib.
+func inSecs(d time.Duration) int64 { return int64(d / time.Second) }
+
 // MinMemoryMiB is the least memory a sandbox may be given.
 const MinMemoryMiB = 64
 
 // MaxN bounds how many sandboxes one create call makes.
-const MaxN = 1000
+const MaxN = apitype.MaxN
 
 // Config configures a Service.
 type Config struct {
@@ -158,272 +163,8 @@ func New(cfg Config) *Service {
 // Stats returns the service's counters.
 func (s *Service) Stats() *Stats { return &s.stats }
 
-// Limits returns the configured limits.
-func (s *Service) Limits() Limits { return s.cfg.Limits }
-
 // Backend names the runtime in use.
 func (s *Service) Backend() string { return s.cfg.Runtime.Name() }
-
-// CreateOptions are the inputs of Create. Zero values take defaults.
-type CreateOptions struct {
-	Image       string
-	SnapshotTag string
-	N           int
-	TTL         time.Duration
-	CPUs        int
-	MemoryMiB   int
-}
-
-func (s *Service) validate(o *CreateOptions) error {
-	l := s.cfg.Limits
-	switch {
-	case o.N < 0 || o.N > MaxN:
-		return invalidf("n must be between 1 and %d, got %d", MaxN, o.N)
-	case o.TTL < 0:
-		return invalidf("ttl must not be negative")
-	case o.TTL > l.MaxTTL:
-		return invalidf("ttl %s exceeds the maximum of %s", o.TTL, l.MaxTTL)
-	case o.CPUs < 0 || o.CPUs > l.MaxCPUs:
-		return invalidf("cpus must be between 1 and %d, got %d", l.MaxCPUs, o.CPUs)
-	case o.MemoryMiB != 0 && (o.MemoryMiB < MinMemoryMiB || o.MemoryMiB > l.MaxMemoryMiB):
-		return invalidf("memory_mib must be between %d and %d, got %d", MinMemoryMiB, l.MaxMemoryMiB, o.MemoryMiB)
-	}
-	if o.N == 0 {
-		o.N = 1
-	}
-	if o.TTL == 0 {
-		o.TTL = l.DefaultTTL
-	}
-	if o.CPUs == 0 {
-		o.CPUs = l.DefaultCPUs
-	}
-	if o.MemoryMiB == 0 {
-		o.MemoryMiB = l.DefaultMemoryMiB
-	}
-	if o.Image == "" {
-		o.Image = s.cfg.DefaultImage
-	}
-	return nil
-}
-
-// Create starts o.N sandboxes, cold from an image or restored from a
-// snapshot (taking ready ones from its warm pool first). It is all or
-// nothing: if one fails to start, the others are destroyed.
-func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
-	asked := o // before defaults: a snapshot's sandboxes run with its cpus and memory
-	if err := s.validate(&o); err != nil {
-		return nil, err
-	}
-	var src source
-	if o.SnapshotTag != "" {
-		sn, err := s.snapshot(o.SnapshotTag)
-		if err != nil {
-			return nil, err
-		}
-		if src, err = snapshotSource(s, sn); err != nil {
-			return nil, err
-		}
-		if (asked.CPUs != 0 && asked.CPUs != src.cpus) || (asked.MemoryMiB != 0 && asked.MemoryMiB != src.memoryMiB) {
-			return nil, invalidf("snapshot %q runs with %d cpus and %d MiB: spawn it without cpus and memory_mib", o.SnapshotTag, src.cpus, src.memoryMiB)
-		}
-	} else {
-		imageID, rootfs, err := s.cfg.Images.Resolve(o.Image)
-		if err != nil {
-			return nil, fmt.Errorf("image %q: %w (build it with `cove image build`)", o.Image, ErrNotFound)
-		}
-		src = imageSource(s, imageID, rootfs, o.CPUs, o.MemoryMiB)
-	}
-	if err := s.reserve(o.N); err != nil {
-		return nil, err
-	}
-	defer s.release(o.N)
-
-	out := make([]Info, o.N)
-	errs := make([]error, o.N)
-	sem := make(chan struct{}, s.cfg.StartParallelism)
-	var wg sync.WaitGroup
-	for i := range o.N {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if b := src.pooled(); b != nil {
-				out[i], errs[i] = s.handOut(ctx, b, o.TTL)
-				return
-			}
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			out[i], errs[i] = s.createOne(ctx, o, src)
-		}()
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		s.stats.Failures.Add(1)
-		for i, info := range out {
-			if errs[i] == nil {
-				s.Delete(context.WithoutCancel(ctx), info.ID)
-			}
-		}
-		return nil, err
-	}
-	return out, nil
-}
-
-// source is where new sandboxes come from: an image or a snapshot.
-type source struct {
-	imageID, snapshotTag string
-	// launch starts the sandbox described by spec.
-	launch func(ctx context.Context, spec runtime.Spec) error
-	rootfs string
-	// cpus and memoryMiB are what the sandboxes run with.
-	cpus, memoryMiB int
-	// pooled returns a ready sandbox from a warm pool, or nil.
-	pooled func() *box
-}
-
-func imageSource(s *Service, imageID, rootfs string, cpus, memoryMiB int) source {
-	return source{imageID: imageID, rootfs: rootfs, cpus: cpus, memoryMiB: memoryMiB,
-		launch: s.cfg.Runtime.Start, pooled: func() *box { return nil }}
-}
-
-func (s *Service) reserve(n int) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if max := s.cfg.Limits.MaxSandboxes; len(s.boxes)+s.reserved+n > max {
-		return fmt.Errorf("%w: %d sandboxes exist or are starting and the limit is %d: kill some first", ErrLimit, len(s.boxes)+s.reserved, max)
-	}
-	s.reserved += n
-	return nil
-}
-
-func (s *Service) release(n int) {
-	s.mu.Lock()
-	s.reserved -= n
-	s.mu.Unlock()
-}
-
-func (s *Service) createOne(ctx context.Context, o CreateOptions, src source) (Info, error) {
-	token := newToken()
-	b, err := s.launch(ctx, src, StatusRunning, o.TTL, hashToken(token))
-	if err != nil {
-		return Info{}, err
-	}
-	s.mu.Lock()
-	s.boxes[b.rec.ID] = b
-	s.mu.Unlock()
-	s.stats.Created.Add(1)
-	info := b.info()
-	info.Token = token
-	s.log.Info("sandbox created", "id", b.rec.ID, "image", src.imageID, "snapshot", src.snapshotTag,
-		"elapsed", time.Since(b.rec.CreatedAt).Round(time.Millisecond))
-	return info, nil
-}
-
-// launch starts a sandbox from src and waits until its agent answers. The
-// sandbox ends up recorded with the given status; on error nothing is left.
-func (s *Service) launch(ctx context.Context, src source, status string, ttl time.Duration, tokenHash string) (*box, error) {
-	cpus, memMiB := src.cpus, src.memoryMiB
-	now := time.Now()
-	rec := store.Sandbox{
-		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
-		SnapshotTag: src.snapshotTag, CPUs: cpus, MemoryMiB: memMiB, TokenHash: tokenHash,
-		CreatedAt: now, ExpiresAt: now.Add(ttl),
-	}
-	// The record comes first so that a daemon killed mid-start finds it and
-	// cleans up after itself.
-	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		return nil, err
-	}
-	b := &box{rec: rec}
-	spec := runtime.Spec{ID: rec.ID, Rootfs: src.rootfs, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID, Golden: status == StatusBuilding}
-	// A restored sandbox's first call gives it its own identity: clones of
-	// one snapshot share the interpreter's random state, the kernel's RNG,
-	// the hostname and a stale clock. It doubles as the liveness check, so
-	// a clone answers once, not twice, before it is handed out.
-	first := ping
-	if src.snapshotTag != "" {
-		seed := make([]byte, 64)
-		rand.Read(seed)
-		restored := agentproto.RestoredRequest{SandboxID: rec.ID, Hostname: rec.ID, Seed: seed}
-		first = func(ctx context.Context, c *agentproto.Client) error {
-			restored.TimeUnixNano = time.Now().UnixNano()
-			return c.Restored(ctx, restored)
-		}
-	}
-	start := func() error {
-		if err := src.launch(ctx, spec); err != nil {
-			return err
-		}
-		return s.awaitAgent(ctx, b, first)
-	}
-	err := start()
-	if errors.Is(err, runtime.ErrExited) && src.snapshotTag == "" {
-		// A guest that died while it booted (its kernel panicked, say)
-		// gets one more boot: a cold start has no state to lose.
-		s.log.Warn("sandbox died while booting; booting it again", "id", rec.ID, "err", err)
-		if err = s.cfg.Runtime.Destroy(ctx, rec.ID); err == nil {
-			err = start()
-		}
-	}
-	if err == nil {
-		err = s.cfg.Store.SetStatus(ctx, rec.ID, status)
-	}
-	if err != nil {
-		s.destroy(context.WithoutCancel(ctx), b)
-		return nil, fmt.Errorf("start sandbox: %w", err)
-	}
-	b.rec.Status = status
-	return b, nil
-}
-
-// awaitAgent waits for a new sandbox's agent to answer first.
-func (s *Service) awaitAgent(ctx context.Context, b *box, first func(context.Context, *agentproto.Client) error) error {
-	ctx, cancel := context.WithTimeout(ctx, s.cfg.StartTimeout)
-	defer cancel()
-	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
-		c, err := s.connectWith(ctx, b.rec.ID, first)
-		if err == nil {
-			b.agent = c
-			return nil
-		}
-		if errors.Is(err, runtime.ErrExited) {
-			return fmt.Errorf("%w: %w", ErrUnavailable, err)
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("%w: agent did not answer within %s: %v", ErrUnavailable, s.cfg.StartTimeout, err)
-		case <-time.After(delay):
-		}
-	}
-}
-
-// connect dials the agent and checks that it answers.
-func (s *Service) connect(ctx context.Context, id string) (*agentproto.Client, error) {
-	return s.connectWith(ctx, id, ping)
-}
-
-func ping(ctx context.Context, c *agentproto.Client) error {
-	_, err := c.Ping(ctx)
-	return err
-}
-
-// connectWith dials the agent and makes first its first call.
-func (s *Service) connectWith(ctx context.Context, id string, first func(context.Context, *agentproto.Client) error) (*agentproto.Client, error) {
-	conn, err := s.cfg.Runtime.Dial(ctx, id)
-	if err != nil {
-		return nil, err
-	}
-	c, err := agentproto.NewClient(conn)
-	if err != nil {
-		return nil, err
-	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := first(pctx, c); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
-}
 
 func (b *box) info() Info {
 	b.mu.Lock()
@@ -445,7 +186,7 @@ func (s *Service) lookup(id string) (*box, error) {
 	b := s.boxes[id]
 	s.mu.Unlock()
 	if b == nil || b.expired(time.Now()) {
-		return nil, fmt.Errorf("sandbox %q: %w (it may have expired or been killed; list sandboxes with GET /v1/sandboxes)", id, ErrNotFound)
+		return nil, fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
 	}
 	return b, nil
 }
@@ -485,8 +226,11 @@ func (s *Service) Count() int {
 
 // Extend makes the sandbox expire ttl from now.
 func (s *Service) Extend(ctx context.Context, id string, ttl time.Duration) (Info, error) {
-	if ttl <= 0 || ttl > s.cfg.Limits.MaxTTL {
-		return Info{}, invalidf("ttl must be between 1s and %s", s.cfg.Limits.MaxTTL)
+	switch max := s.cfg.Limits.MaxTTL; {
+	case ttl <= 0:
+		return Info{}, invalidf("ttl_secs must be positive")
+	case ttl > max:
+		return Info{}, invalidf("ttl_secs must be at most %d", inSecs(max))
 	}
 	b, err := s.lookup(id)
 	if err != nil {
@@ -540,17 +284,9 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 	return nil
 }
 
-func newID() string {
-	var b [6]byte
-	rand.Read(b[:])
-	return "sb-" + hex.EncodeToString(b[:])
-}
+func newID() string { return "sb-" + randhex.New(6) }
 
-func newToken() string {
-	var b [24]byte
-	rand.Read(b[:])
-	return hex.EncodeToString(b[:])
-}
+func newToken() string { return randhex.New(24) }
 
 func hashToken(t string) string {
 	h := sha256.Sum256([]byte(t))

@@ -2,8 +2,6 @@ package sandbox
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"io/fs"
 	"os"
@@ -14,7 +12,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
-	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/store"
 )
 
@@ -35,7 +33,7 @@ type SnapshotInfo struct {
 	Children  int // live sandboxes spawned from it
 }
 
-// BranchResult is what Branch and SnapshotSandbox return.
+// BranchResult is what Branch returns.
 type BranchResult struct {
 	Snapshot SnapshotInfo
 	// Pause is the longest the source's agent went without answering
@@ -64,78 +62,16 @@ func (s *Service) snapshot(tag string) (*snap, error) {
 	defer s.mu.Unlock()
 	sn := s.snapshots[tag]
 	if sn == nil || !sn.ready {
-		return nil, fmt.Errorf("snapshot %q: %w (list snapshots with GET /v1/snapshots)", tag, ErrNotFound)
+		return nil, fmt.Errorf("snapshot %q: %w", tag, ErrNoSnapshot)
 	}
 	return sn, nil
 }
 
 func (s *Service) snapshotDir(tag string) string { return filepath.Join(s.cfg.SnapshotDir, tag) }
 
-func snapshotSource(s *Service, sn *snap) (source, error) {
-	if sn.rootfs == "" {
-		return source{}, fmt.Errorf("snapshot %q: its image %s is gone: %w", sn.rec.Tag, sn.rec.Image, ErrNotFound)
-	}
-	if s.stale(sn) {
-		return source{}, fmt.Errorf("%w: snapshot %q was saved by %s and this daemon runs %s, which cannot restore it: delete it and build it again",
-			ErrConflict, sn.rec.Tag, sn.rec.RuntimeVersion, s.runtimeVersion)
-	}
-	dir := s.snapshotDir(sn.rec.Tag)
-	return source{
-		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, rootfs: sn.rootfs,
-		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB,
-		launch: func(ctx context.Context, spec runtime.Spec) error {
-			return s.cfg.Runtime.Restore(ctx, spec, dir)
-		},
-		pooled: func() *box {
-			// Taking from the pool, or finding it empty, is when it may
-			// need refilling.
-			defer s.kickPool()
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			for len(sn.pool) > 0 {
-				b := sn.pool[len(sn.pool)-1]
-				sn.pool = sn.pool[:len(sn.pool)-1]
-				select {
-				case <-b.agent.Closed():
-					go s.destroy(context.Background(), b) // died while waiting
-				default:
-					return b
-				}
-			}
-			return nil
-		},
-	}, nil
-}
-
 // stale reports whether sn was saved by another version of the runtime.
 func (s *Service) stale(sn *snap) bool {
 	return sn.rec.RuntimeVersion != s.runtimeVersion
-}
-
-// handOut turns a pooled sandbox into a live one with its own token and
-// lifetime.
-func (s *Service) handOut(ctx context.Context, b *box, ttl time.Duration) (Info, error) {
-	token := newToken()
-	now := time.Now()
-	b.mu.Lock()
-	b.rec.Status = StatusRunning
-	b.rec.TokenHash = hashToken(token)
-	b.rec.CreatedAt = now
-	b.rec.ExpiresAt = now.Add(ttl)
-	rec := b.rec
-	b.mu.Unlock()
-	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		s.destroy(context.WithoutCancel(ctx), b)
-		return Info{}, err
-	}
-	s.mu.Lock()
-	s.boxes[rec.ID] = b
-	s.mu.Unlock()
-	s.stats.Created.Add(1)
-	s.stats.PoolHits.Add(1)
-	info := b.info()
-	info.Token = token
-	return info, nil
 }
 
 // BuildOptions are the inputs of BuildSnapshot.
@@ -164,9 +100,9 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	if err := s.validate(&co); err != nil {
 		return SnapshotInfo{}, err
 	}
-	imageID, rootfs, err := s.cfg.Images.Resolve(co.Image)
+	src, err := s.imageSource(co.Image, co.CPUs, co.MemoryMiB)
 	if err != nil {
-		return SnapshotInfo{}, fmt.Errorf("image %q: %w (build it with `cove image build`)", co.Image, ErrNotFound)
+		return SnapshotInfo{}, err
 	}
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
@@ -178,7 +114,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	defer s.release(1)
 
-	b, err := s.launch(ctx, imageSource(s, imageID, rootfs, co.CPUs, co.MemoryMiB), StatusBuilding, time.Hour, "")
+	b, err := s.launch(ctx, src, StatusBuilding, time.Hour, "")
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -197,9 +133,9 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	if err := b.agent.Warm(ctx); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("warm the eval interpreter: %w", mapErr(err))
 	}
-	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: imageID, CPUs: co.CPUs,
+	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: src.imageID, CPUs: co.CPUs,
 		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize}
-	sn, _, _, err := s.checkpoint(ctx, b, rec, rootfs, false)
+	sn, _, _, err := s.checkpoint(ctx, b, rec, src.rootfs, false)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -218,14 +154,15 @@ type BranchOptions struct {
 // then spawns o.N children from it. The sandbox is paused only while its
 // state is written.
 func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (BranchResult, error) {
+	// The lifetime first, as in Create.
+	if max := s.cfg.Limits.MaxTTL; o.TTL < 0 || o.TTL > max {
+		return BranchResult{}, invalidf("ttl_secs must be between 0 and %d", inSecs(max))
+	}
 	if o.N < 0 || o.N > MaxN {
 		return BranchResult{}, invalidf("n must be between 0 and %d, got %d", MaxN, o.N)
 	}
-	if o.TTL < 0 || o.TTL > s.cfg.Limits.MaxTTL {
-		return BranchResult{}, invalidf("ttl must be between 0 and %s", s.cfg.Limits.MaxTTL)
-	}
 	if o.Tag == "" {
-		o.Tag = id + "-" + randHex(3)
+		o.Tag = id + "-" + randhex.New(3)
 	}
 	if err := validTag(o.Tag); err != nil {
 		return BranchResult{}, err
@@ -282,7 +219,7 @@ func (s *Service) imageOf(b *box) (id, rootfs string, err error) {
 func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, rootfs string, leaveRunning bool) (sn *snap, pause, stopped time.Duration, err error) {
 	b.ckptMu.Lock()
 	defer b.ckptMu.Unlock()
-	tmp := filepath.Join(s.cfg.SnapshotDir, ".tmp-"+rec.Tag+"-"+randHex(4))
+	tmp := filepath.Join(s.cfg.SnapshotDir, ".tmp-"+rec.Tag+"-"+randhex.New(4))
 	defer os.RemoveAll(tmp)
 	if leaveRunning {
 		pause, err = s.measurePause(ctx, b, func() error {
@@ -510,12 +447,6 @@ func lastLine(s string) string {
 		s = s[:300]
 	}
 	return s
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 // EnsureSnapshot makes sure a snapshot named tag exists and was built from
