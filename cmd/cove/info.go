@@ -39,6 +39,9 @@ func runInfo(ctx context.Context, args []string) error {
 	row("version", "%s", info.Version)
 	row("backend", "%s", backend)
 	row("runtime", "%s", info.RuntimeVer)
+	if info.Accel != "" {
+		row("accel", "%s", info.Accel)
+	}
 	row("default image", "%s", info.DefaultImage)
 	row("sandboxes", "%d of at most %d", info.Sandboxes, l.MaxSandboxes)
 	row("ttl", "%s by default, at most %s", secs(l.DefaultTTLSecs), secs(l.MaxTTLSecs))

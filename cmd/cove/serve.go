@@ -145,7 +145,7 @@ func runServe(ctx context.Context, args []string) error {
 	runtimeVersion := rt.Version(ctx)
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
-			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion,
+			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion, Accel: acc,
 			DefaultImage: *defaultImage, Sandboxes: svc.Count(), RunscRoot: runscRoot, RunscPath: runscPath,
 			Limits: apitype.Limits{
 				DefaultTTLSecs: int64(limits.DefaultTTL.Seconds()), MaxTTLSecs: int64(limits.MaxTTL.Seconds()),
