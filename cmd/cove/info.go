@@ -48,11 +48,5 @@ func runInfo(ctx context.Context, args []string) error {
 	row("cpus", "%d by default, at most %d", l.DefaultCPUs, l.MaxCPUs)
 	row("memory", "%d MiB by default, at most %d MiB", l.DefaultMemoryMiB, l.MaxMemoryMiB)
 	row("per create", "at most %d sandboxes", l.MaxN)
-	if info.RunscPath != "" {
-		row("runsc", "%s", info.RunscPath)
-	}
-	if info.RunscRoot != "" {
-		row("runsc root", "%s", info.RunscRoot)
-	}
 	return tw.Flush()
 }

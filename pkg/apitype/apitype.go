@@ -167,10 +167,6 @@ type Info struct {
 	Sandboxes     int    `json:"sandboxes"`
 	// Accel is QEMU's accelerator, "kvm" or "tcg"; empty for gVisor.
 	Accel string `json:"accel,omitempty"`
-	// RunscRoot is the runsc state directory (gVisor only), for tools on the
-	// same host that compare against runsc directly, such as cove bench.
-	RunscRoot string `json:"runsc_root,omitempty"`
-	RunscPath string `json:"runsc_path,omitempty"`
 }
 
 // Limits are the bounds a request must stay within.
