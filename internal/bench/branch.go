@@ -37,18 +37,11 @@ func (s *snapBench) benchBranch(ctx context.Context) []result {
 	if m := s.info.Limits.MaxMemoryMiB; m > 0 && mem > m {
 		mem = m
 	}
-	sbs, err := s.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, MemoryMiB: mem, TTLSecs: s.ttl})
-	s.cu.addSandboxes(sbs...)
-	for _, sb := range sbs {
-		defer s.cu.destroy(ctx, sb.ID)
-	}
-	if err == nil && len(sbs) != 1 {
-		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
-	}
+	src, release, err := s.createOne(ctx, apitype.CreateSandboxRequest{MemoryMiB: mem})
+	defer release()
 	if err != nil {
 		return failAll(fmt.Errorf("create the branch source: %w", err))
 	}
-	src := sbs[0]
 	s.logf("branch source %s, %d MiB", src.ID, mem)
 
 	rows := make([]result, 0, len(names))

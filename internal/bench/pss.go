@@ -22,18 +22,12 @@ import (
 
 // coldPss measures the Pss of one sandbox started cold from the image.
 func (s *snapBench) coldPss(ctx context.Context) (*baseline, error) {
-	sbs, err := s.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: s.ttl})
-	s.cu.addSandboxes(sbs...)
-	for _, sb := range sbs {
-		defer s.cu.destroy(ctx, sb.ID)
-	}
-	if err == nil && len(sbs) != 1 {
-		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
-	}
+	sb, release, err := s.createOne(ctx, apitype.CreateSandboxRequest{})
+	defer release()
 	if err != nil {
 		return nil, err
 	}
-	r, err := s.pssResult(ctx, []string{sbs[0].ID})
+	r, err := s.pssResult(ctx, []string{sb.ID})
 	if err != nil {
 		return nil, err
 	}

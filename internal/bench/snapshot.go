@@ -124,6 +124,26 @@ func (s *snapBench) spawn(ctx context.Context, tag string, n int) ([]apitype.San
 	return sbs, d, nil
 }
 
+// createOne cold-starts one sandbox, which cleanup then knows of; release
+// deletes what the request made, whether or not it succeeded.
+func (s *snapBench) createOne(ctx context.Context, req apitype.CreateSandboxRequest) (sb apitype.SandboxInfo, release func(), err error) {
+	req.N, req.TTLSecs = 1, s.ttl
+	sbs, err := s.cl.CreateSandboxes(ctx, req)
+	s.cu.addSandboxes(sbs...)
+	release = func() {
+		for _, sb := range sbs {
+			s.cu.destroy(ctx, sb.ID)
+		}
+	}
+	if err == nil && len(sbs) != 1 {
+		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
+	}
+	if err != nil {
+		return sb, release, err
+	}
+	return sbs[0], release, nil
+}
+
 // spawnOnce times spawning one sandbox from tag, then deletes it.
 func (s *snapBench) spawnOnce(ctx context.Context, tag string) (time.Duration, error) {
 	sbs, d, err := s.spawn(ctx, tag, 1)

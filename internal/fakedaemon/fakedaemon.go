@@ -61,9 +61,9 @@ func New() *Daemon {
 		"DELETE /v1/snapshots/{tag}":     f.deleteSnapshot,
 		"POST /v1/sandboxes":             f.createSandboxes,
 		"GET /v1/sandboxes":              f.listSandboxes,
-		"DELETE /v1/sandboxes/{id}":      f.deleteSandbox,
-		"POST /v1/sandboxes/{id}/exec":   f.exec,
-		"POST /v1/sandboxes/{id}/branch": f.branch,
+		"DELETE /v1/sandboxes/{id}":      f.inSandbox(f.deleteSandbox),
+		"POST /v1/sandboxes/{id}/exec":   f.inSandbox(f.exec),
+		"POST /v1/sandboxes/{id}/branch": f.inSandbox(f.branch),
 	}
 	for pattern, h := range routes {
 		f.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -186,32 +186,25 @@ func (f *Daemon) listSandboxes(*http.Request) (int, any) {
 	return 200, out
 }
 
-// sandbox returns the sandbox the path names, or the answer that it does
-// not exist.
-func (f *Daemon) sandbox(r *http.Request) (*sandbox, int, any) {
-	id := r.PathValue("id")
-	sb := f.sandboxes[id]
-	if sb == nil {
-		status, v := fail(404, apitype.CodeNotFound, "no sandbox "+id)
-		return nil, status, v
+// inSandbox adapts a handler of the sandbox the path names, answering
+// 404 if there is none.
+func (f *Daemon) inSandbox(h func(*sandbox, *http.Request) (int, any)) func(*http.Request) (int, any) {
+	return func(r *http.Request) (int, any) {
+		id := r.PathValue("id")
+		sb := f.sandboxes[id]
+		if sb == nil {
+			return fail(404, apitype.CodeNotFound, "no sandbox "+id)
+		}
+		return h(sb, r)
 	}
-	return sb, 0, nil
 }
 
-func (f *Daemon) deleteSandbox(r *http.Request) (int, any) {
-	sb, status, v := f.sandbox(r)
-	if sb == nil {
-		return status, v
-	}
+func (f *Daemon) deleteSandbox(sb *sandbox, _ *http.Request) (int, any) {
 	delete(f.sandboxes, sb.info.ID)
 	return 204, nil
 }
 
-func (f *Daemon) exec(r *http.Request) (int, any) {
-	sb, status, v := f.sandbox(r)
-	if sb == nil {
-		return status, v
-	}
+func (f *Daemon) exec(sb *sandbox, r *http.Request) (int, any) {
 	var req apitype.ExecRequest
 	decode(r, &req)
 	var res apitype.ExecResponse
@@ -223,11 +216,7 @@ func (f *Daemon) exec(r *http.Request) (int, any) {
 	return 200, res
 }
 
-func (f *Daemon) branch(r *http.Request) (int, any) {
-	sb, status, v := f.sandbox(r)
-	if sb == nil {
-		return status, v
-	}
+func (f *Daemon) branch(sb *sandbox, r *http.Request) (int, any) {
 	var req apitype.BranchRequest
 	decode(r, &req)
 	si := apitype.SnapshotInfo{Tag: req.Tag, BranchedFrom: sb.info.ID, Parent: sb.info.SnapshotTag}
