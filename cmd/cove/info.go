@@ -39,17 +39,14 @@ func runInfo(ctx context.Context, args []string) error {
 	row("version", "%s", info.Version)
 	row("backend", "%s", backend)
 	row("runtime", "%s", info.RuntimeVer)
+	if info.Accel != "" {
+		row("accel", "%s", info.Accel)
+	}
 	row("default image", "%s", info.DefaultImage)
 	row("sandboxes", "%d of at most %d", info.Sandboxes, l.MaxSandboxes)
 	row("ttl", "%s by default, at most %s", secs(l.DefaultTTLSecs), secs(l.MaxTTLSecs))
 	row("cpus", "%d by default, at most %d", l.DefaultCPUs, l.MaxCPUs)
 	row("memory", "%d MiB by default, at most %d MiB", l.DefaultMemoryMiB, l.MaxMemoryMiB)
 	row("per create", "at most %d sandboxes", l.MaxN)
-	if info.RunscPath != "" {
-		row("runsc", "%s", info.RunscPath)
-	}
-	if info.RunscRoot != "" {
-		row("runsc root", "%s", info.RunscRoot)
-	}
 	return tw.Flush()
 }

@@ -96,7 +96,6 @@ func runServe(ctx context.Context, args []string) error {
 		runtime.Runtime
 		Close() error
 	}
-	var runscRoot, runscPath string
 	switch name {
 	case "qemu":
 		q, err := qemu.New(qemu.Config{Dir: filepath.Join(state, "sandboxes"), Accel: acc, User: *qemuUser, Logger: log})
@@ -109,7 +108,7 @@ func runServe(ctx context.Context, args []string) error {
 		if err != nil {
 			return err
 		}
-		rt, runscRoot, runscPath = g, g.RunscRoot(), g.RunscPath()
+		rt = g
 	}
 	defer rt.Close()
 
@@ -145,8 +144,8 @@ func runServe(ctx context.Context, args []string) error {
 	runtimeVersion := rt.Version(ctx)
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
-			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion,
-			DefaultImage: *defaultImage, Sandboxes: svc.Count(), RunscRoot: runscRoot, RunscPath: runscPath,
+			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion, Accel: acc,
+			DefaultImage: *defaultImage, Sandboxes: svc.Count(),
 			Limits: apitype.Limits{
 				DefaultTTLSecs: int64(limits.DefaultTTL.Seconds()), MaxTTLSecs: int64(limits.MaxTTL.Seconds()),
 				DefaultCPUs: limits.DefaultCPUs, MaxCPUs: limits.MaxCPUs,

@@ -165,10 +165,8 @@ type Info struct {
 	DefaultImage  string `json:"default_image"`
 	Limits        Limits `json:"limits"`
 	Sandboxes     int    `json:"sandboxes"`
-	// RunscRoot is the runsc state directory (gVisor only), for tools on the
-	// same host that compare against runsc directly, such as cove bench.
-	RunscRoot string `json:"runsc_root,omitempty"`
-	RunscPath string `json:"runsc_path,omitempty"`
+	// Accel is QEMU's accelerator, "kvm" or "tcg"; empty for gVisor.
+	Accel string `json:"accel,omitempty"`
 }
 
 // Limits are the bounds a request must stay within.

@@ -1,10 +1,7 @@
-package main
+package bench
 
 import (
-	"bytes"
-	"crypto/sha256"
 	"encoding/json"
-	"io"
 	"strings"
 	"testing"
 	"time"
@@ -56,60 +53,12 @@ func TestLatencyResult(t *testing.T) {
 	}
 }
 
-func TestBenchData(t *testing.T) {
-	const size = 3*benchBlock + 12345
-	a, err := io.ReadAll(newBenchData(1, size))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(a) != size {
-		t.Fatalf("len = %d, want %d", len(a), size)
-	}
-	// Reading in odd pieces gives the same bytes.
-	var b bytes.Buffer
-	d := newBenchData(1, size)
-	buf := make([]byte, 5)
-	for {
-		n, err := d.Read(buf)
-		b.Write(buf[:n])
-		if err == io.EOF {
-			break
-		}
-		buf = make([]byte, len(buf)*3+1)
-	}
-	if !bytes.Equal(a, b.Bytes()) {
-		t.Error("data depends on read sizes")
-	}
-	if bytes.Equal(a[:benchBlock], a[benchBlock:2*benchBlock]) {
-		t.Error("consecutive MiB are equal")
-	}
-	c, _ := io.ReadAll(newBenchData(2, size))
-	if bytes.Equal(a, c) {
-		t.Error("seed makes no difference")
-	}
-}
-
-func TestAsyncHasher(t *testing.T) {
-	data, _ := io.ReadAll(newBenchData(3, 5*benchBlock+7))
-	want := sha256.Sum256(data)
-	h := newAsyncHasher(sha256.New())
-	// Odd-sized writes, including ones bigger than a buffer.
-	for _, piece := range [][]byte{data[:1], data[1 : 2*benchBlock+3], data[2*benchBlock+3:]} {
-		if n, err := h.Write(piece); n != len(piece) || err != nil {
-			t.Fatalf("Write = %d, %v", n, err)
-		}
-	}
-	if got := h.Sum(); !bytes.Equal(got, want[:]) {
-		t.Errorf("sum %x, want %x", got, want)
-	}
-}
-
-func TestBenchReportJSON(t *testing.T) {
-	rep := benchReport{
-		Machine: benchMachine{CPU: "cpu", NProc: 2},
+func TestReportJSON(t *testing.T) {
+	rep := report{
+		Machine: machine{CPU: "cpu", NProc: 2},
 		Backend: "gvisor",
-		Results: []benchResult{
-			{Name: "exec", Unit: unitMs, P50: 1, P99: 2, N: 3, Baseline: &benchBaseline{Name: "runsc exec", P50: 4, P99: 5, N: 6}},
+		Results: []result{
+			{Name: "exec", Unit: unitMs, P50: 1, P99: 2, N: 3, Baseline: &baseline{Name: "runsc exec", P50: 4, P99: 5, N: 6}},
 			{Name: "create", Unit: unitMs, Error: "boom"},
 		},
 	}
@@ -136,7 +85,7 @@ func TestBenchReportJSON(t *testing.T) {
 	}
 
 	var out strings.Builder
-	if err := printBenchTable(&out, rep); err != nil {
+	if err := printTable(&out, rep); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"METRIC", "runsc exec 4.00 ms / 5.00 ms", "create: boom"} {

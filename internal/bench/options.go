@@ -1,0 +1,208 @@
+// Package bench measures a cove daemon: create, exec, eval and file
+// transfer latencies, and the snapshot benchmarks (spawn, warm pool, many
+// children and their memory, branch pauses, snapshot chains), beside
+// baselines taken in the same run. It drives the daemon through its REST
+// API but is a host harness too: the runsc exec baseline runs runsc and
+// the memory rows read /proc, so it runs on the daemon's host, as root.
+package bench
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
+
+// Options says what to measure. A count or size of 0 turns its benchmark
+// off.
+type Options struct {
+	Creates       int // sequential single creates, each deleted after
+	Execs         int // execs of `true` in one warm sandbox
+	Evals         int // evals of 1+1 in it
+	BaselineExecs int // `runsc exec` calls, the exec baseline (gVisor only)
+	FileMiB       int // size of the file uploaded and downloaded
+
+	Spawns       int     // spawns from a snapshot without a pool
+	PoolHandouts int     // hand-outs from a warm pool
+	PoolSize     int     // of the pool hand-outs come from
+	SpawnN       int     // children of the one big spawn, whose Pss is measured
+	SpawnNs      []int   // if set, several big spawns of these sizes (the last's Pss is measured)
+	Branches     int     // branches per dirty size
+	BranchMiB    IntList // written in the branch source before each branch
+	ChainDepth   int     // deepest snapshot of the chain
+	ChainSamples int     // spawns timed at each depth
+	// PssSettle is how long sandboxes are left idle before their memory
+	// is measured.
+	PssSettle time.Duration
+
+	// Only and Skip select benchmark groups by name (see Groups).
+	Only, Skip NameList
+
+	// Runsc and RunscRoot are the daemon's runsc and its --root, for the
+	// runsc exec baseline: the daemon does not publish its host paths.
+	Runsc, RunscRoot string
+
+	Out  string // if set, the JSON report is also written to this file
+	JSON bool   // print the JSON report rather than a table
+}
+
+// Defaults are the options for a run against a daemon of cove serve's
+// defaults.
+func Defaults() Options {
+	return Options{
+		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024,
+		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
+		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
+		PssSettle: 2 * time.Second,
+		Runsc:     "runsc",
+		// The sandboxes of cove serve's default --state-dir.
+		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
+	}
+}
+
+// ForQEMU turns the benchmarks that do not apply to a fresh QEMU daemon
+// (or take too long under TCG) off, and spawns 10 and 50 children rather
+// than 100, except for what given, the flags set on the command line,
+// asks for.
+func (o *Options) ForQEMU(given map[string]bool) {
+	if !given["file-mib"] {
+		o.FileMiB = 0
+	}
+	if !given["chain-samples"] {
+		o.ChainSamples = 0
+	}
+	if !given["baseline-execs"] {
+		o.BaselineExecs = 0
+	}
+	if !given["spawn-n"] && o.SpawnN > 0 {
+		o.SpawnNs = []int{10, 50}
+		o.SpawnN = 50
+	}
+	// Clones under TCG take longer to go quiet.
+	o.PssSettle = 5 * time.Second
+}
+
+// Validate checks the counts and the names of Only and Skip.
+func (o Options) Validate() error {
+	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB,
+		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples) < 0 {
+		return errors.New("counts and sizes must not be negative")
+	}
+	if o.PoolHandouts > 0 && o.PoolSize < 1 {
+		return errors.New("--pool-size must be at least 1 for pool hand-outs")
+	}
+	if o.SpawnN > apitype.MaxN {
+		return fmt.Errorf("--spawn-n must be at most %d", apitype.MaxN)
+	}
+	return o.selectGroups() // on a copy
+}
+
+// snapshotsWanted reports whether any snapshot benchmark is to run.
+func (o *Options) snapshotsWanted() bool {
+	return o.Spawns > 0 || o.PoolHandouts > 0 || o.SpawnN > 0 ||
+		(o.Branches > 0 && len(o.BranchMiB) > 0) || o.ChainSamples > 0
+}
+
+// Groups are the names Only and Skip take.
+func Groups() []string { return slices.Sorted(maps.Keys(new(Options).groups())) }
+
+// groups maps the names Only and Skip take to the counts that, zeroed,
+// turn the group's benchmarks off.
+func (o *Options) groups() map[string][]*int {
+	return map[string][]*int{
+		"create":   {&o.Creates},
+		"exec":     {&o.Execs},
+		"eval":     {&o.Evals},
+		"transfer": {&o.FileMiB},
+		"spawn":    {&o.Spawns},
+		"pool":     {&o.PoolHandouts},
+		"spawn100": {&o.SpawnN}, // and pss_per_child
+		"branch":   {&o.Branches},
+		"chain":    {&o.ChainSamples},
+	}
+}
+
+// selectGroups applies Only and Skip.
+func (o *Options) selectGroups() error {
+	groups := o.groups()
+	set := func(names []string) (map[string]bool, error) {
+		s := make(map[string]bool)
+		for _, n := range names {
+			if _, ok := groups[n]; !ok {
+				return nil, fmt.Errorf("unknown benchmark %q; known: %s", n, strings.Join(Groups(), ", "))
+			}
+			s[n] = true
+		}
+		return s, nil
+	}
+	only, err := set(o.Only)
+	if err != nil {
+		return fmt.Errorf("--only: %w", err)
+	}
+	skip, err := set(o.Skip)
+	if err != nil {
+		return fmt.Errorf("--skip: %w", err)
+	}
+	for name, counts := range groups {
+		if skip[name] || (len(only) > 0 && !only[name]) {
+			for _, c := range counts {
+				*c = 0
+			}
+		}
+	}
+	return nil
+}
+
+// IntList is a flag.Value of comma-separated whole numbers >= 0, such as
+// --branch-mib's "0,50,200".
+type IntList []int
+
+func (l IntList) String() string {
+	s := make([]string, len(l))
+	for i, n := range l {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}
+
+// Set implements flag.Value; the last occurrence of a flag wins.
+func (l *IntList) Set(s string) error {
+	var out IntList
+	for f := range strings.SplitSeq(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 0 {
+			return fmt.Errorf("bad size %q: want MiB, a whole number >= 0", f)
+		}
+		out = append(out, n)
+	}
+	*l = out
+	return nil
+}
+
+// NameList is a flag.Value of comma-separated names, such as --only's.
+type NameList []string
+
+func (l NameList) String() string { return strings.Join(l, ",") }
+
+// Set implements flag.Value; the last occurrence of a flag wins.
+func (l *NameList) Set(s string) error {
+	var out NameList
+	for n := range strings.SplitSeq(s, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			out = append(out, n)
+		}
+	}
+	*l = out
+	return nil
+}
