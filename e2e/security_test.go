@@ -24,7 +24,10 @@ func TestSandboxIsolation(t *testing.T) {
 	port := d.addr[strings.LastIndexByte(d.addr, ':')+1:]
 
 	// A marker only b serves: a must not be able to reach it.
-	execOK(t, d, b, "cd /tmp && echo secret-of-b > marker && (python3 -m http.server 8000 >/dev/null 2>&1 &) ; sleep 1")
+	// Wait until it listens: under TCG on a busy host the server takes
+	// seconds to start.
+	execOK(t, d, b, "cd /tmp && echo secret-of-b > marker && (python3 -m http.server 8000 >/dev/null 2>&1 &) ; "+
+		"for i in $(seq 300); do ss -ltn | grep -q ':8000 ' && break; sleep 0.1; done")
 
 	probe := `import socket, sys
 def tryconnect(host, port):
