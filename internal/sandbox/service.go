@@ -34,9 +34,9 @@ const (
 	StatusBuilding = "building"
 )
 
-// Images resolves an image name or id to a root filesystem.
+// Images resolves an image name or id to its files.
 type Images interface {
-	Resolve(nameOrID string) (id, rootfs string, err error)
+	Resolve(nameOrID string) (id string, files runtime.ImageFiles, err error)
 }
 
 // Limits bound what a request may ask for.
@@ -227,11 +227,11 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 			return nil, invalidf("snapshot %q runs with %d cpus and %d MiB: spawn it without cpus and memory_mib", o.SnapshotTag, src.cpus, src.memoryMiB)
 		}
 	} else {
-		imageID, rootfs, err := s.cfg.Images.Resolve(o.Image)
+		imageID, files, err := s.cfg.Images.Resolve(o.Image)
 		if err != nil {
 			return nil, fmt.Errorf("image %q: %w (build it with `cove image build`)", o.Image, ErrNotFound)
 		}
-		src = imageSource(s, imageID, rootfs, o.CPUs, o.MemoryMiB)
+		src = imageSource(s, imageID, files, o.CPUs, o.MemoryMiB)
 	}
 	if err := s.reserve(o.N); err != nil {
 		return nil, err
@@ -273,15 +273,15 @@ type source struct {
 	imageID, snapshotTag string
 	// launch starts the sandbox described by spec.
 	launch func(ctx context.Context, spec runtime.Spec) error
-	rootfs string
+	files  runtime.ImageFiles
 	// cpus and memoryMiB are what the sandboxes run with.
 	cpus, memoryMiB int
 	// pooled returns a ready sandbox from a warm pool, or nil.
 	pooled func() *box
 }
 
-func imageSource(s *Service, imageID, rootfs string, cpus, memoryMiB int) source {
-	return source{imageID: imageID, rootfs: rootfs, cpus: cpus, memoryMiB: memoryMiB,
+func imageSource(s *Service, imageID string, files runtime.ImageFiles, cpus, memoryMiB int) source {
+	return source{imageID: imageID, files: files, cpus: cpus, memoryMiB: memoryMiB,
 		launch: s.cfg.Runtime.Start, pooled: func() *box { return nil }}
 }
 
@@ -334,7 +334,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		return nil, err
 	}
 	b := &box{rec: rec}
-	spec := runtime.Spec{ID: rec.ID, Rootfs: src.rootfs, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID, Golden: status == StatusBuilding}
+	spec := runtime.Spec{ID: rec.ID, ImageFiles: src.files, CPUs: cpus, MemoryMiB: memMiB, Hostname: rec.ID, Golden: status == StatusBuilding}
 	// A restored sandbox's first call gives it its own identity: clones of
 	// one snapshot share the interpreter's random state, the kernel's RNG,
 	// the hostname and a stale clock. It doubles as the liveness check, so

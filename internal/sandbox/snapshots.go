@@ -20,9 +20,9 @@ import (
 
 // snap is a snapshot and its warm pool.
 type snap struct {
-	rec    store.Snapshot
-	rootfs string // "" when its image is gone: it cannot be spawned
-	ready  bool   // false while the tag is only claimed
+	rec   store.Snapshot
+	files runtime.ImageFiles // zero when its image is gone: it cannot be spawned
+	ready bool               // false while the tag is only claimed
 	// Guarded by Service.mu.
 	pool    []*box // restored, ready to hand out
 	filling int    // pool restores in flight
@@ -72,7 +72,7 @@ func (s *Service) snapshot(tag string) (*snap, error) {
 func (s *Service) snapshotDir(tag string) string { return filepath.Join(s.cfg.SnapshotDir, tag) }
 
 func snapshotSource(s *Service, sn *snap) (source, error) {
-	if sn.rootfs == "" {
+	if sn.files.Rootfs == "" {
 		return source{}, fmt.Errorf("snapshot %q: its image %s is gone: %w", sn.rec.Tag, sn.rec.Image, ErrNotFound)
 	}
 	if s.stale(sn) {
@@ -81,7 +81,7 @@ func snapshotSource(s *Service, sn *snap) (source, error) {
 	}
 	dir := s.snapshotDir(sn.rec.Tag)
 	return source{
-		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, rootfs: sn.rootfs,
+		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, files: sn.files,
 		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB,
 		launch: func(ctx context.Context, spec runtime.Spec) error {
 			return s.cfg.Runtime.Restore(ctx, spec, dir)
@@ -164,7 +164,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	if err := s.validate(&co); err != nil {
 		return SnapshotInfo{}, err
 	}
-	imageID, rootfs, err := s.cfg.Images.Resolve(co.Image)
+	imageID, files, err := s.cfg.Images.Resolve(co.Image)
 	if err != nil {
 		return SnapshotInfo{}, fmt.Errorf("image %q: %w (build it with `cove image build`)", co.Image, ErrNotFound)
 	}
@@ -178,7 +178,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	defer s.release(1)
 
-	b, err := s.launch(ctx, imageSource(s, imageID, rootfs, co.CPUs, co.MemoryMiB), StatusBuilding, time.Hour, "")
+	b, err := s.launch(ctx, imageSource(s, imageID, files, co.CPUs, co.MemoryMiB), StatusBuilding, time.Hour, "")
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -199,7 +199,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: imageID, CPUs: co.CPUs,
 		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize}
-	sn, _, _, err := s.checkpoint(ctx, b, rec, rootfs, false)
+	sn, _, _, err := s.checkpoint(ctx, b, rec, files, false)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -246,13 +246,13 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 			depth = p.rec.Depth + 1
 		}
 	}
-	_, rootfs, err := s.imageOf(b)
+	_, files, err := s.imageOf(b)
 	if err != nil {
 		return BranchResult{}, err
 	}
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB}
-	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, rootfs, true)
+	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err
 	}
@@ -269,17 +269,17 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 }
 
 // imageOf resolves the image a sandbox runs on.
-func (s *Service) imageOf(b *box) (id, rootfs string, err error) {
-	id, rootfs, err = s.cfg.Images.Resolve(b.rec.Image)
+func (s *Service) imageOf(b *box) (id string, files runtime.ImageFiles, err error) {
+	id, files, err = s.cfg.Images.Resolve(b.rec.Image)
 	if err != nil {
-		return "", "", fmt.Errorf("image %q of sandbox %s: %w", b.rec.Image, b.rec.ID, ErrNotFound)
+		return "", runtime.ImageFiles{}, fmt.Errorf("image %q of sandbox %s: %w", b.rec.Image, b.rec.ID, ErrNotFound)
 	}
-	return id, rootfs, nil
+	return id, files, nil
 }
 
 // checkpoint saves b as the snapshot rec describes. The image is written
 // beside its final place and renamed, so a crash leaves no half snapshot.
-func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, rootfs string, leaveRunning bool) (sn *snap, pause, stopped time.Duration, err error) {
+func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, files runtime.ImageFiles, leaveRunning bool) (sn *snap, pause, stopped time.Duration, err error) {
 	b.ckptMu.Lock()
 	defer b.ckptMu.Unlock()
 	tmp := filepath.Join(s.cfg.SnapshotDir, ".tmp-"+rec.Tag+"-"+randHex(4))
@@ -307,7 +307,7 @@ func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, ro
 		os.RemoveAll(final)
 		return nil, 0, 0, err
 	}
-	sn = &snap{rec: rec, rootfs: rootfs, ready: true}
+	sn = &snap{rec: rec, files: files, ready: true}
 	s.mu.Lock()
 	s.snapshots[rec.Tag] = sn
 	s.mu.Unlock()
@@ -468,12 +468,12 @@ func (s *Service) recoverSnapshots(ctx context.Context) error {
 			s.cfg.Store.DeleteSnapshot(ctx, rec.Tag)
 			continue
 		}
-		_, rootfs, err := s.cfg.Images.Resolve(rec.Image)
+		_, files, err := s.cfg.Images.Resolve(rec.Image)
 		if err != nil {
 			s.log.Warn("snapshot's image is gone; it cannot be spawned", "tag", rec.Tag, "image", rec.Image)
 		}
 		known[rec.Tag] = true
-		s.snapshots[rec.Tag] = &snap{rec: rec, rootfs: rootfs, ready: true}
+		s.snapshots[rec.Tag] = &snap{rec: rec, files: files, ready: true}
 	}
 	ents, err := os.ReadDir(s.cfg.SnapshotDir)
 	if err != nil {

@@ -10,7 +10,7 @@ import (
 )
 
 func TestOCISpec(t *testing.T) {
-	s := ociSpec(runtime.Spec{ID: "sb-1", Rootfs: "/images/x/rootfs", CPUs: 2, MemoryMiB: 256, Hostname: "sb-1", Env: []string{"A=b"}})
+	s := ociSpec(runtime.Spec{ID: "sb-1", ImageFiles: runtime.ImageFiles{Rootfs: "/images/x/rootfs"}, CPUs: 2, MemoryMiB: 256, Hostname: "sb-1", Env: []string{"A=b"}})
 	if s.Root.Path != "/images/x/rootfs" || s.Root.Readonly {
 		t.Errorf("root %+v: want the image, writable so that --overlay2 applies", s.Root)
 	}

@@ -32,7 +32,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-sandbox/cove/internal/cgroup"
-	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/seriallink"
@@ -215,8 +214,8 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, snap string) (e
 	if !runtime.ValidID(spec.ID) {
 		return fmt.Errorf("qemu: invalid sandbox id %q", spec.ID)
 	}
-	vf := image.VMFilesFor(spec.Rootfs)
-	if !vf.Exists() {
+	vf := spec.ImageFiles
+	if !vmFilesExist(vf) {
 		return fmt.Errorf("qemu: image %s has no VM artifacts: build them with `cove image build --vm`", filepath.Dir(spec.Rootfs))
 	}
 	var ss snapState

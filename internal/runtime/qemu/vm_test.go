@@ -29,7 +29,7 @@ func missing(t *testing.T, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
-func vmRuntime(t *testing.T) (*Runtime, string) {
+func vmRuntime(t *testing.T) (*Runtime, runtime.ImageFiles) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		missing(t, "needs root")
@@ -42,7 +42,9 @@ func vmRuntime(t *testing.T) (*Runtime, string) {
 		dir = image.DefaultDir
 	}
 	img, err := image.Resolve(dir, "default")
-	if err != nil || !image.VMFilesFor(img.Rootfs).Exists() {
+	vm := image.VMFilesFor(img.Rootfs)
+	files := runtime.ImageFiles{Rootfs: img.Rootfs, Kernel: vm.Kernel, Initrd: vm.Initrd, Disk: vm.Disk}
+	if err != nil || !vmFilesExist(files) {
 		missing(t, "no default image with VM artifacts in %s (make image-vm)", dir)
 	}
 	state := t.TempDir()
@@ -56,7 +58,7 @@ func vmRuntime(t *testing.T) (*Runtime, string) {
 			r.Destroy(context.Background(), id)
 		}
 	})
-	return r, img.Rootfs
+	return r, files
 }
 
 func agent(t *testing.T, r *Runtime, id string, within time.Duration) *agentproto.Client {
@@ -97,9 +99,9 @@ func sh(t *testing.T, c *agentproto.Client, cmd string) string {
 }
 
 func TestVMLifecycle(t *testing.T) {
-	r, rootfs := vmRuntime(t)
+	r, files := vmRuntime(t)
 	ctx := context.Background()
-	spec := runtime.Spec{ID: "vm-a", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: "vm-a", Golden: true}
+	spec := runtime.Spec{ID: "vm-a", ImageFiles: files, CPUs: 1, MemoryMiB: 512, Hostname: "vm-a", Golden: true}
 	t0 := time.Now()
 	if err := r.Start(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -126,7 +128,7 @@ func TestVMLifecycle(t *testing.T) {
 	for i := range 5 {
 		id := fmt.Sprintf("vm-c%d", i)
 		t0 := time.Now()
-		if err := r.Restore(ctx, runtime.Spec{ID: id, Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: id}, snap); err != nil {
+		if err := r.Restore(ctx, runtime.Spec{ID: id, ImageFiles: files, CPUs: 1, MemoryMiB: 512, Hostname: id}, snap); err != nil {
 			t.Fatal(err)
 		}
 		restores = append(restores, time.Since(t0))
@@ -181,7 +183,7 @@ func TestVMLifecycle(t *testing.T) {
 		c.Close()
 		child := fmt.Sprintf("vm-b%d", depth)
 		t0 := time.Now()
-		if err := r.Restore(ctx, runtime.Spec{ID: child, Rootfs: rootfs, Hostname: child}, img); err != nil {
+		if err := r.Restore(ctx, runtime.Spec{ID: child, ImageFiles: files, Hostname: child}, img); err != nil {
 			t.Fatalf("restore depth %d: %v", depth, err)
 		}
 		c = agent(t, r, child, 30*time.Second)
