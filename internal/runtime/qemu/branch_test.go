@@ -99,7 +99,7 @@ func TestBranchChainStaysShort(t *testing.T) {
 			t.Fatal(err)
 		}
 		imgs = append(imgs, img)
-		st, err := r.readState("deep")
+		st, err := r.vmDir("deep").readState()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestBranchChainStaysShort(t *testing.T) {
 		if len(st.Layers) > maxLayers+1 {
 			t.Fatalf("after branch %d the chain is %v", i, st.Layers)
 		}
-		files, _ := filepath.Glob(filepath.Join(r.vmDir("deep"), "disk-*.qcow2"))
+		files, _ := filepath.Glob(r.vmDir("deep").layer("disk-*.qcow2"))
 		if len(files) != len(st.Layers) {
 			t.Fatalf("after branch %d: layer files %v, chain %v", i, files, st.Layers)
 		}

@@ -18,7 +18,7 @@ import (
 )
 
 func TestArgs(t *testing.T) {
-	c := vmConfig{Dir: "/s/vm1", Kernel: "/i/vmlinux", Initrd: "/i/initrd", Base: "/i/rootfs.ext4",
+	c := vmConfig{Dir: vmDir{path: "/s/vm1"}, Kernel: "/i/vmlinux", Initrd: "/i/initrd", Base: "/i/rootfs.ext4",
 		Layers:  []string{"/s/vm1/disk-0.qcow2", "/s/vm1/disk-3.qcow2"},
 		MemPath: "/snap/mem", MemShared: false, MemoryMiB: 256, CPUs: 2, Accel: "tcg", Hostname: "h", ID: "vm1",
 		Incoming: true, Sandbox: true}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/fsutil"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
@@ -80,7 +81,7 @@ func agent(t *testing.T, r *Runtime, id string, within time.Duration) *agentprot
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("agent of %s did not answer within %s: %v\nconsole: %s\nqemu: %s", id, within, err, tailFile(filepath.Join(r.vmDir(id), "console.log")), tailFile(filepath.Join(r.vmDir(id), "qemu.log")))
+			t.Fatalf("agent of %s did not answer within %s: %v\nconsole: %s\nqemu: %s", id, within, err, fsutil.Tail(r.vmDir(id).consoleLog(), logTail), r.vmDir(id).tail())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -149,7 +150,7 @@ func TestVMLifecycle(t *testing.T) {
 		}
 		execs = append(execs, time.Since(t1))
 		c.Close()
-		st, _ := r.readState(id)
+		st, _ := r.vmDir(id).readState()
 		pids = append(pids, st.Pid)
 	}
 	for _, d := range []struct {
