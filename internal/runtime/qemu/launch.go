@@ -27,9 +27,9 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) 
 	return r.newLaunch(spec, snapDir(image)).run(ctx, fromSnapshot)
 }
 
-// A launch's steps, in order. A cold boot and a restore share all but
-// those that make the disk and the RAM, and the restore's last, which
-// loads the checkpoint into the VM.
+// A launch's steps, in order. A restore reads its checkpoint first, makes
+// the disk and the RAM from it, and loads it into the VM last; every other
+// step is a cold boot's.
 var (
 	coldBoot = []step{
 		{"check", (*launch).check},
