@@ -83,19 +83,14 @@ func runServe(ctx context.Context, args []string) error {
 		return err
 	}
 
-	var vmFiles image.VMFiles
-	if img, err := image.Resolve(*imageDir, *defaultImage); err == nil {
-		vmFiles = image.VMFilesFor(img.Rootfs)
-	}
-	name, acc, reason, err := chooseBackend(ctx, *backend, *accel, vmFiles)
+	images := imageResolver{dir: *imageDir}
+	_, files, _ := images.Resolve(*defaultImage) // not found: the probe says there are no VM files
+	name, acc, reason, err := chooseBackend(ctx, *backend, *accel, files)
 	if err != nil {
 		return err
 	}
 	log.Info("backend chosen", "backend", name, "accel", acc, "why", reason)
-	var rt interface {
-		runtime.Runtime
-		Close() error
-	}
+	var rt runtime.Runtime
 	switch name {
 	case "qemu":
 		q, err := qemu.New(qemu.Config{Dir: filepath.Join(state, "sandboxes"), Accel: acc, User: *qemuUser, Logger: log})
@@ -118,7 +113,6 @@ func runServe(ctx context.Context, args []string) error {
 	}
 	defer st.Close()
 
-	images := imageResolver{dir: *imageDir}
 	if _, _, err := images.Resolve(*defaultImage); err != nil {
 		log.Warn("default image not found: sandboxes cannot start until it is built (cove image build)", "image", *defaultImage, "dir", *imageDir, "err", err)
 	}
@@ -185,7 +179,7 @@ func runServe(ctx context.Context, args []string) error {
 // says why. auto takes QEMU only with KVM, and only when a probe guest
 // really boots under it; TCG is for those who ask (--backend qemu --accel
 // tcg).
-func chooseBackend(ctx context.Context, want, accel string, vf image.VMFiles) (name, acc, reason string, err error) {
+func chooseBackend(ctx context.Context, want, accel string, vf runtime.ImageFiles) (name, acc, reason string, err error) {
 	switch accel {
 	case "auto", "kvm", "tcg":
 	default:
@@ -249,12 +243,13 @@ func loadOrCreateKey(path string) (string, error) {
 // imageResolver adapts the image directory to the sandbox service.
 type imageResolver struct{ dir string }
 
-func (r imageResolver) Resolve(nameOrID string) (id, rootfs string, err error) {
+func (r imageResolver) Resolve(nameOrID string) (id string, files runtime.ImageFiles, err error) {
 	img, err := image.Resolve(r.dir, nameOrID)
 	if err != nil {
-		return "", "", err
+		return "", runtime.ImageFiles{}, err
 	}
-	return img.ID, img.Rootfs, nil
+	vm := image.VMFilesFor(img.Rootfs)
+	return img.ID, runtime.ImageFiles{Rootfs: img.Rootfs, Kernel: vm.Kernel, Initrd: vm.Initrd, Disk: vm.Disk}, nil
 }
 
 // defaultQemuUser is cove-qemu if that user exists, else "" (root).

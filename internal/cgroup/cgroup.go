@@ -18,6 +18,10 @@ const Root = "/sys/fs/cgroup"
 // parent holds every sandbox's cgroup, in each hierarchy.
 const parent = "cove"
 
+// CPUPeriod is the CFS period, in microseconds, the runtimes express a
+// sandbox's CPU quota in: one CPU is a quota of one period.
+const CPUPeriod = 100000
+
 // V2 reports whether the host runs the unified (v2) hierarchy.
 func V2() bool {
 	_, err := os.Stat(filepath.Join(Root, "cgroup.controllers"))

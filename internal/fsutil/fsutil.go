@@ -70,12 +70,17 @@ func SyncDir(dir string) error {
 	if dir == "" {
 		dir = "."
 	}
-	d, err := os.Open(dir)
+	return Sync(dir)
+}
+
+// Sync flushes the file (or directory) at path to disk.
+func Sync(path string) error {
+	f, err := os.Open(path)
 	if err != nil {
 		return err
 	}
-	defer d.Close()
-	return d.Sync()
+	defer f.Close()
+	return f.Sync()
 }
 
 // LinkOrCopy hard-links src to dst, or copies it (keeping holes, so a

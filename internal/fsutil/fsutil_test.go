@@ -104,3 +104,21 @@ func TestTail(t *testing.T) {
 		t.Errorf("Tail of a missing file = %q", got)
 	}
 }
+
+func TestSync(t *testing.T) {
+	dir := t.TempDir()
+	f := filepath.Join(dir, "f")
+	os.WriteFile(f, []byte("x"), 0o644)
+	for _, tc := range []struct {
+		path    string
+		wantErr bool
+	}{
+		{f, false},
+		{dir, false},
+		{filepath.Join(dir, "none"), true},
+	} {
+		if err := Sync(tc.path); (err != nil) != tc.wantErr {
+			t.Errorf("Sync(%s) = %v, want error %v", tc.path, err, tc.wantErr)
+		}
+	}
+}

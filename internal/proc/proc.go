@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 )
 
 // Alive reports whether pid exists and is not a zombie.
@@ -20,6 +21,17 @@ func Alive(pid int) bool {
 	s := string(b)
 	if i := strings.LastIndexByte(s, ')'); i >= 0 && i+2 < len(s) {
 		return s[i+2] != 'Z'
+	}
+	return true
+}
+
+// WaitExit waits up to timeout for pid to exit (a zombie has) and reports
+// whether it did.
+func WaitExit(pid int, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); Alive(pid); time.Sleep(5 * time.Millisecond) {
+		if !time.Now().Before(deadline) {
+			return false
+		}
 	}
 	return true
 }

@@ -6,6 +6,7 @@ import (
 	"os/exec"
 	"slices"
 	"testing"
+	"time"
 )
 
 func TestAliveAndCmdline(t *testing.T) {
@@ -58,4 +59,22 @@ func TestArgsContain(t *testing.T) {
 			t.Errorf("ArgsContain(zz)(%q) = %v", tc.args, got)
 		}
 	}
+}
+
+func TestWaitExit(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	if WaitExit(pid, 20*time.Millisecond) {
+		t.Fatal("WaitExit reported a running process gone")
+	}
+	cmd.Process.Kill()
+	// Not reaped: the zombie counts as exited.
+	if !WaitExit(pid, 5*time.Second) {
+		t.Fatal("WaitExit did not see a killed process exit")
+	}
+	cmd.Wait()
 }

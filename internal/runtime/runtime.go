@@ -1,5 +1,5 @@
 // Package runtime defines what the sandbox service needs from an isolation
-// backend. Each backend (gvisor, later qemu) lives in its own package.
+// backend. Each backend (gvisor, qemu) lives in its own package.
 //
 // A Runtime is keyed by sandbox id and keeps everything it needs on disk, so
 // that a restarted daemon can reach, or tear down, what an earlier one made.
@@ -20,10 +20,20 @@ var (
 	ErrExited = errors.New("runtime: sandbox exited")
 )
 
+// ImageFiles are where an image's files are on the host, resolved by
+// whoever builds a Spec: each backend boots from those it needs.
+type ImageFiles struct {
+	Rootfs string // the root filesystem, shared and never written
+	// The VM artifacts, used by VM backends: the guest's kernel, its
+	// initramfs and the root filesystem as a raw disk. They need not
+	// exist: an image built without them runs only where Rootfs will do.
+	Kernel, Initrd, Disk string
+}
+
 // Spec says what to start.
 type Spec struct {
-	ID        string   // sandbox id; names every resource the runtime makes
-	Rootfs    string   // the image's root filesystem, shared and never written
+	ID string // sandbox id; names every resource the runtime makes
+	ImageFiles
 	CPUs      int      // vCPUs
 	MemoryMiB int      // memory limit
 	Hostname  string   // the guest's hostname
@@ -54,12 +64,15 @@ type Runtime interface {
 	// sandbox goes on afterwards; otherwise it stops. It returns how long
 	// the sandbox was paused.
 	Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error)
-	// Restore starts a new sandbox, spec.ID, from a checkpoint. spec.Rootfs
-	// must be the image the checkpointed sandbox ran on.
+	// Restore starts a new sandbox, spec.ID, from a checkpoint. spec's
+	// image must be the one the checkpointed sandbox ran on.
 	Restore(ctx context.Context, spec Spec, image string) error
 	// List returns the ids of every sandbox the runtime holds resources for,
 	// including half-made ones, so the daemon can reap what it does not know.
 	List(ctx context.Context) ([]string, error)
+	// Close releases what the runtime holds beyond its sandboxes, which
+	// keep running for the next daemon to re-attach to.
+	Close() error
 }
 
 // ValidID reports whether id is one the sandbox service makes. Backends name

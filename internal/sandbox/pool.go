@@ -53,7 +53,7 @@ func (s *Service) nextToFill() *snap {
 	var short []*snap
 	for _, sn := range s.snapshots {
 		used += (len(sn.pool) + sn.filling) * sn.rec.MemoryMiB
-		if sn.ready && sn.rootfs != "" && !s.stale(sn) && len(sn.pool)+sn.filling < sn.rec.PoolSize {
+		if sn.ready && sn.files.Rootfs != "" && !s.stale(sn) && len(sn.pool)+sn.filling < sn.rec.PoolSize {
 			short = append(short, sn)
 		}
 	}

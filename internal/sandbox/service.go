@@ -35,9 +35,9 @@ const (
 	StatusBuilding = "building"
 )
 
-// Images resolves an image name or id to a root filesystem.
+// Images resolves an image name or id to its files.
 type Images interface {
-	Resolve(nameOrID string) (id, rootfs string, err error)
+	Resolve(nameOrID string) (id string, files runtime.ImageFiles, err error)
 }
 
 // Limits bound what a request may ask for.

@@ -13,14 +13,15 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
 	"github.com/cove-sandbox/cove/internal/randhex"
+	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
 )
 
 // snap is a snapshot and its warm pool.
 type snap struct {
-	rec    store.Snapshot
-	rootfs string // "" when its image is gone: it cannot be spawned
-	ready  bool   // false while the tag is only claimed
+	rec   store.Snapshot
+	files runtime.ImageFiles // zero when its image is gone: it cannot be spawned
+	ready bool               // false while the tag is only claimed
 	// Guarded by Service.mu.
 	pool    []*box // restored, ready to hand out
 	filling int    // pool restores in flight
@@ -135,7 +136,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: src.imageID, CPUs: co.CPUs,
 		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize}
-	sn, _, _, err := s.checkpoint(ctx, b, rec, src.rootfs, false)
+	sn, _, _, err := s.checkpoint(ctx, b, rec, src.files, false)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -183,13 +184,13 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 			depth = p.rec.Depth + 1
 		}
 	}
-	_, rootfs, err := s.imageOf(b)
+	_, files, err := s.imageOf(b)
 	if err != nil {
 		return BranchResult{}, err
 	}
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB}
-	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, rootfs, true)
+	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err
 	}
@@ -206,17 +207,17 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 }
 
 // imageOf resolves the image a sandbox runs on.
-func (s *Service) imageOf(b *box) (id, rootfs string, err error) {
-	id, rootfs, err = s.cfg.Images.Resolve(b.rec.Image)
+func (s *Service) imageOf(b *box) (id string, files runtime.ImageFiles, err error) {
+	id, files, err = s.cfg.Images.Resolve(b.rec.Image)
 	if err != nil {
-		return "", "", fmt.Errorf("image %q of sandbox %s: %w", b.rec.Image, b.rec.ID, ErrNotFound)
+		return "", runtime.ImageFiles{}, fmt.Errorf("image %q of sandbox %s: %w", b.rec.Image, b.rec.ID, ErrNotFound)
 	}
-	return id, rootfs, nil
+	return id, files, nil
 }
 
 // checkpoint saves b as the snapshot rec describes. The image is written
 // beside its final place and renamed, so a crash leaves no half snapshot.
-func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, rootfs string, leaveRunning bool) (sn *snap, pause, stopped time.Duration, err error) {
+func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, files runtime.ImageFiles, leaveRunning bool) (sn *snap, pause, stopped time.Duration, err error) {
 	b.ckptMu.Lock()
 	defer b.ckptMu.Unlock()
 	tmp := filepath.Join(s.cfg.SnapshotDir, ".tmp-"+rec.Tag+"-"+randhex.New(4))
@@ -244,7 +245,7 @@ func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, ro
 		os.RemoveAll(final)
 		return nil, 0, 0, err
 	}
-	sn = &snap{rec: rec, rootfs: rootfs, ready: true}
+	sn = &snap{rec: rec, files: files, ready: true}
 	s.mu.Lock()
 	s.snapshots[rec.Tag] = sn
 	s.mu.Unlock()
@@ -299,7 +300,7 @@ func (s *Service) claimTag(tag string) (release func(), err error) {
 	if _, ok := s.snapshots[tag]; ok {
 		return nil, fmt.Errorf("%w: snapshot %q exists: pick another tag or delete it first", ErrConflict, tag)
 	}
-	// A placeholder holds the tag; it has no rootfs, so nothing spawns from it.
+	// A placeholder holds the tag; it has no files, so nothing spawns from it.
 	placeholder := &snap{rec: store.Snapshot{Tag: tag}}
 	s.snapshots[tag] = placeholder
 	released := false
@@ -405,12 +406,12 @@ func (s *Service) recoverSnapshots(ctx context.Context) error {
 			s.cfg.Store.DeleteSnapshot(ctx, rec.Tag)
 			continue
 		}
-		_, rootfs, err := s.cfg.Images.Resolve(rec.Image)
+		_, files, err := s.cfg.Images.Resolve(rec.Image)
 		if err != nil {
 			s.log.Warn("snapshot's image is gone; it cannot be spawned", "tag", rec.Tag, "image", rec.Image)
 		}
 		known[rec.Tag] = true
-		s.snapshots[rec.Tag] = &snap{rec: rec, rootfs: rootfs, ready: true}
+		s.snapshots[rec.Tag] = &snap{rec: rec, files: files, ready: true}
 	}
 	ents, err := os.ReadDir(s.cfg.SnapshotDir)
 	if err != nil {

@@ -137,7 +137,7 @@ type source struct {
 	imageID, snapshotTag string
 	// launch starts the sandbox described by spec.
 	launch func(ctx context.Context, spec runtime.Spec) error
-	rootfs string
+	files  runtime.ImageFiles
 	// cpus and memoryMiB are what the sandboxes run with.
 	cpus, memoryMiB int
 	// pooled returns a ready sandbox from a warm pool, or nil.
@@ -146,18 +146,18 @@ type source struct {
 
 // imageSource boots sandboxes cold from the image name names or identifies.
 func (s *Service) imageSource(name string, cpus, memoryMiB int) (source, error) {
-	imageID, rootfs, err := s.cfg.Images.Resolve(name)
+	imageID, files, err := s.cfg.Images.Resolve(name)
 	if err != nil {
 		return source{}, fmt.Errorf("image %q: %w (build it with `cove image build`)", name, ErrNotFound)
 	}
-	return source{imageID: imageID, rootfs: rootfs, cpus: cpus, memoryMiB: memoryMiB,
+	return source{imageID: imageID, files: files, cpus: cpus, memoryMiB: memoryMiB,
 		launch: s.cfg.Runtime.Start, pooled: func() *box { return nil }}, nil
 }
 
 // snapshotSource restores sandboxes from sn, with its cpus and memory,
 // handing out ready ones from its warm pool first.
 func (s *Service) snapshotSource(sn *snap) (source, error) {
-	if sn.rootfs == "" {
+	if sn.files.Rootfs == "" {
 		return source{}, fmt.Errorf("snapshot %q: its image %s is gone: %w", sn.rec.Tag, sn.rec.Image, ErrNotFound)
 	}
 	if s.stale(sn) {
@@ -166,7 +166,7 @@ func (s *Service) snapshotSource(sn *snap) (source, error) {
 	}
 	dir := s.snapshotDir(sn.rec.Tag)
 	return source{
-		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, rootfs: sn.rootfs,
+		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, files: sn.files,
 		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB,
 		launch: func(ctx context.Context, spec runtime.Spec) error {
 			return s.cfg.Runtime.Restore(ctx, spec, dir)
@@ -301,7 +301,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 // specFor is what the runtime is asked to start, or restore, for sandbox
 // id from src. golden marks the sandbox a snapshot is built in.
 func specFor(id string, src source, golden bool) runtime.Spec {
-	return runtime.Spec{ID: id, Rootfs: src.rootfs, CPUs: src.cpus, MemoryMiB: src.memoryMiB, Hostname: id, Golden: golden}
+	return runtime.Spec{ID: id, ImageFiles: src.files, CPUs: src.cpus, MemoryMiB: src.memoryMiB, Hostname: id, Golden: golden}
 }
 
 // firstCall is a new sandbox's first call to its agent; it doubles as the

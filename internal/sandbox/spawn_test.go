@@ -284,7 +284,7 @@ func TestSpawnFromSnapshot(t *testing.T) {
 		if got := e.rt.RestoredCalls(info.ID); !slices.Equal(got, []string{info.ID}) {
 			t.Errorf("agent of %s told Restored(%v), want once with its id", info.ID, got)
 		}
-		if spec := e.rt.Spec(info.ID); spec.Rootfs != "fake-rootfs/default-0001" || spec.CPUs != 2 || spec.MemoryMiB != 128 {
+		if spec := e.rt.Spec(info.ID); spec.Rootfs != "fake-rootfs/default-0001" || spec.Kernel != "fake-vm/default-0001/vmlinux" || spec.CPUs != 2 || spec.MemoryMiB != 128 {
 			t.Errorf("restore spec = %+v", spec)
 		}
 		if rec := e.row(t, info.ID); rec.SnapshotTag != "base" || rec.Status != StatusRunning {

@@ -18,11 +18,12 @@ import (
 	"syscall"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/cove-sandbox/cove/internal/agentproto"
 	"github.com/cove-sandbox/cove/internal/cgroup"
+	"github.com/cove-sandbox/cove/internal/fsutil"
 	"github.com/cove-sandbox/cove/internal/mount"
+	"github.com/cove-sandbox/cove/internal/netns"
+	"github.com/cove-sandbox/cove/internal/proc"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
@@ -62,7 +63,7 @@ func New(cfg Config) (*Runtime, error) {
 	if !filepath.IsAbs(cfg.Dir) {
 		return nil, fmt.Errorf("gvisor: state dir %q must be absolute", cfg.Dir)
 	}
-	r := &Runtime{runsc: path, dir: cfg.Dir, root: filepath.Join(cfg.Dir, ".runsc"), log: cfg.Logger}
+	r := &Runtime{runsc: path, dir: cfg.Dir, root: RootDir(cfg.Dir), log: cfg.Logger}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -74,13 +75,6 @@ func New(cfg Config) (*Runtime, error) {
 
 // Name implements runtime.Runtime.
 func (r *Runtime) Name() string { return "gvisor" }
-
-// RunscPath and RunscRoot let tools on the same host run runsc against the
-// same sandboxes (cove bench's baseline).
-func (r *Runtime) RunscPath() string { return r.runsc }
-
-// RunscRoot returns the runsc --root directory.
-func (r *Runtime) RunscRoot() string { return r.root }
 
 // Version implements runtime.Runtime.
 func (r *Runtime) Version(ctx context.Context) string {
@@ -182,7 +176,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 	// The save runs in the sandbox's cgroup, whose quota the sandbox
 	// itself may be using up: throttled, the checkpoint (and the pause
 	// of a branch's source) takes longer. One CPU more meanwhile.
-	if restore, err := cgroup.RaiseCPUQuota(cgroupDirs(id)...); err == nil {
+	if restore, err := cgroup.RaiseCPUQuota(cgroup.Dirs(id)...); err == nil {
 		defer restore()
 	}
 	t0 := time.Now()
@@ -207,11 +201,7 @@ func (r *Runtime) globalFlags(id string) []string {
 
 // tail returns the end of a sandbox's runsc log, for error messages.
 func (r *Runtime) tail(id string) string {
-	b, _ := os.ReadFile(filepath.Join(r.sandboxDir(id), "runsc.log"))
-	if len(b) > 600 {
-		b = b[len(b)-600:]
-	}
-	return string(bytes.TrimSpace(b))
+	return fsutil.Tail(filepath.Join(r.sandboxDir(id), "runsc.log"), 600)
 }
 
 // Dial implements runtime.Runtime.
@@ -219,10 +209,11 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if !runtime.ValidID(id) {
 		return nil, runtime.ErrNotFound
 	}
-	if _, err := os.Stat(filepath.Join(netnsDir, hostNetns(id))); err != nil {
+	ns := netns.Name(id, hostRole)
+	if !netns.Exists(ns) {
 		return nil, fmt.Errorf("gvisor: sandbox %s: %w", id, runtime.ErrNotFound)
 	}
-	return dialInNetns(ctx, hostNetns(id), net.JoinHostPort(guestIP, strconv.Itoa(agentproto.Port)))
+	return netns.Dial(ctx, ns, net.JoinHostPort(netns.GuestIP, strconv.Itoa(agentproto.Port)))
 }
 
 // Destroy implements runtime.Runtime.
@@ -239,11 +230,15 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		r.log.Debug("runsc delete", "id", id, "err", err, "out", string(bytes.TrimSpace(out)))
 	}
 	// Whatever runsc missed (a wedged sandbox, a crash mid-create) is found
-	// by its command line and killed.
-	killStragglers(r.root, id)
+	// by its command line and killed: the sandbox, its gofer and any runsc
+	// call for it.
+	proc.KillMatching(func(args []string) bool { return containsArg(args, r.root) && containsID(args, id) })
 	// runsc removes the sandbox's cgroups on delete, but not when it never
-	// got to record them (a crash mid-create).
-	if err := removeCgroups(id); err != nil {
+	// got to record them (a crash mid-create). The sandbox was just killed:
+	// its tasks may still be exiting, which cgroup.Remove waits out. (A
+	// rmdir tried once left a sandbox's cgroups behind after a daemon's
+	// restart.)
+	if err := cgroup.Remove(cgroup.Dirs(id)...); err != nil {
 		errs = append(errs, err)
 	}
 	if err := teardownNetns(ctx, id); err != nil {
@@ -284,19 +279,6 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// removeCgroups removes the cgroup directories of a sandbox, under every
-// v1 controller or the v2 hierarchy. The sandbox was just killed: its
-// tasks may still be exiting, which cgroup.Remove waits out. (A rmdir
-// tried once left a sandbox's cgroups behind after a daemon's restart.)
-func removeCgroups(id string) error { return cgroup.Remove(cgroupDirs(id)...) }
-
-// cgroupDirs are a sandbox's cgroup directories, as runsc makes them from
-// the spec's cgroupsPath: under every v1 controller, or in the v2 hierarchy.
-func cgroupDirs(id string) []string {
-	dirs, _ := filepath.Glob(filepath.Join("/sys/fs/cgroup/*/cove", id))
-	return append(dirs, filepath.Join("/sys/fs/cgroup/cove", id))
-}
-
 // nullNetns is a namespace mount runsc keeps in its root for all sandboxes.
 const nullNetns = "null-netns"
 
@@ -314,27 +296,9 @@ func (r *Runtime) runscCmd(ctx context.Context, args ...string) ([]byte, error) 
 	return cmd.CombinedOutput()
 }
 
-// killStragglers SIGKILLs every process whose command line names runsc's
-// root and the sandbox id: the sandbox, gofer and any runsc call for it.
-func killStragglers(root, id string) {
-	procs, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	for _, p := range procs {
-		pid, err := strconv.Atoi(p.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		cmdline, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil {
-			continue
-		}
-		args := strings.Split(string(cmdline), "\x00")
-		if containsArg(args, root) && containsID(args, id) {
-			unix.Kill(pid, unix.SIGKILL)
-		}
-	}
-}
-
+// containsArg and containsID match the command line of a sandbox's
+// processes: runsc's root as an argument or a flag's value, and the
+// sandbox's id as an argument or a path's component.
 func containsArg(args []string, s string) bool {
 	for _, a := range args {
 		if a == s || strings.HasSuffix(a, "="+s) {

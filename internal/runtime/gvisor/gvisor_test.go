@@ -6,11 +6,13 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/cove-sandbox/cove/internal/cgroup"
+	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
 func TestOCISpec(t *testing.T) {
-	s := ociSpec(runtime.Spec{ID: "sb-1", Rootfs: "/images/x/rootfs", CPUs: 2, MemoryMiB: 256, Hostname: "sb-1", Env: []string{"A=b"}})
+	s := ociSpec(runtime.Spec{ID: "sb-1", ImageFiles: runtime.ImageFiles{Rootfs: "/images/x/rootfs"}, CPUs: 2, MemoryMiB: 256, Hostname: "sb-1", Env: []string{"A=b"}})
 	if s.Root.Path != "/images/x/rootfs" || s.Root.Readonly {
 		t.Errorf("root %+v: want the image, writable so that --overlay2 applies", s.Root)
 	}
@@ -18,17 +20,17 @@ func TestOCISpec(t *testing.T) {
 		t.Errorf("hostname %q args %v", s.Hostname, s.Process.Args)
 	}
 	r := s.Linux.Resources
-	if *r.Memory.Limit != 256<<20 || *r.CPU.Quota != 2*cpuPeriod || *r.CPU.Period != cpuPeriod {
+	if *r.Memory.Limit != 256<<20 || *r.CPU.Quota != 2*cgroup.CPUPeriod || *r.CPU.Period != cgroup.CPUPeriod {
 		t.Errorf("limits: memory %d quota %d period %d", *r.Memory.Limit, *r.CPU.Quota, *r.CPU.Period)
 	}
-	var netns string
-	for _, ns := range s.Linux.Namespaces {
-		if ns.Type == specs.NetworkNamespace {
-			netns = ns.Path
+	var ns string
+	for _, n := range s.Linux.Namespaces {
+		if n.Type == specs.NetworkNamespace {
+			ns = n.Path
 		}
 	}
-	if want := filepath.Join(netnsDir, "cove-sb-1-g"); netns != want {
-		t.Errorf("network namespace %q, want %q: the sandbox must run in its own", netns, want)
+	if want := filepath.Join(netns.Dir, "cove-sb-1-g"); ns != want {
+		t.Errorf("network namespace %q, want %q: the sandbox must run in its own", ns, want)
 	}
 	env := map[string]bool{}
 	for _, e := range s.Process.Env {

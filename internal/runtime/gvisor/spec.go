@@ -5,6 +5,8 @@ import (
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
 
+	"github.com/cove-sandbox/cove/internal/cgroup"
+	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
@@ -17,15 +19,12 @@ var capabilities = []string{
 	"CAP_SYS_CHROOT", "CAP_KILL", "CAP_AUDIT_WRITE",
 }
 
-// cpuPeriod is the CFS period the CPU quota is expressed in.
-const cpuPeriod = 100000
-
 // ociSpec builds the OCI runtime spec for a sandbox whose first process is
 // the agent.
 func ociSpec(s runtime.Spec) *specs.Spec {
 	mem := int64(s.MemoryMiB) << 20
-	quota := int64(s.CPUs) * cpuPeriod
-	period := uint64(cpuPeriod)
+	quota := int64(s.CPUs) * cgroup.CPUPeriod
+	period := uint64(cgroup.CPUPeriod)
 	caps := append([]string(nil), capabilities...)
 	env := append([]string{
 		"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -64,7 +63,7 @@ func ociSpec(s runtime.Spec) *specs.Spec {
 				{Type: specs.IPCNamespace},
 				{Type: specs.UTSNamespace},
 				{Type: specs.MountNamespace},
-				{Type: specs.NetworkNamespace, Path: filepath.Join(netnsDir, guestNetns(s.ID))},
+				{Type: specs.NetworkNamespace, Path: filepath.Join(netns.Dir, netns.Name(s.ID, guestRole))},
 			},
 		},
 	}

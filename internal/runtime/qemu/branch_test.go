@@ -15,9 +15,9 @@ import (
 // TestBranchColdVM branches a cold-booted VM (which owns its RAM file)
 // while it runs and restores a child from it.
 func TestBranchColdVM(t *testing.T) {
-	r, rootfs := vmRuntime(t)
+	r, files := vmRuntime(t)
 	ctx := context.Background()
-	if err := r.Start(ctx, runtime.Spec{ID: "cold", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512}); err != nil {
+	if err := r.Start(ctx, runtime.Spec{ID: "cold", ImageFiles: files, CPUs: 1, MemoryMiB: 512}); err != nil {
 		t.Fatal(err)
 	}
 	c := agent(t, r, "cold", 60*time.Second)
@@ -30,7 +30,7 @@ func TestBranchColdVM(t *testing.T) {
 	sh(t, c, "echo source > /root/x") // the old connection survives the branch
 	c.Close()
 	t0 := time.Now()
-	if err := r.Restore(ctx, runtime.Spec{ID: "child", Rootfs: rootfs}, img); err != nil {
+	if err := r.Restore(ctx, runtime.Spec{ID: "child", ImageFiles: files}, img); err != nil {
 		t.Fatal(err)
 	}
 	c = agent(t, r, "child", 30*time.Second)
@@ -45,9 +45,9 @@ func TestBranchColdVM(t *testing.T) {
 // whole (under TCG a live pre-copy once gave children RAM older than their
 // device state).
 func TestBranchBusyVM(t *testing.T) {
-	r, rootfs := vmRuntime(t)
+	r, files := vmRuntime(t)
 	ctx := context.Background()
-	if err := r.Start(ctx, runtime.Spec{ID: "busy", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512}); err != nil {
+	if err := r.Start(ctx, runtime.Spec{ID: "busy", ImageFiles: files, CPUs: 1, MemoryMiB: 512}); err != nil {
 		t.Fatal(err)
 	}
 	c := agent(t, r, "busy", 60*time.Second)
@@ -72,7 +72,7 @@ func TestBranchBusyVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Restore(ctx, runtime.Spec{ID: "busy-child", Rootfs: rootfs}, img); err != nil {
+	if err := r.Restore(ctx, runtime.Spec{ID: "busy-child", ImageFiles: files}, img); err != nil {
 		t.Fatal(err)
 	}
 	c2 := agent(t, r, "busy-child", 30*time.Second)
@@ -84,9 +84,9 @@ func TestBranchBusyVM(t *testing.T) {
 // chain, and so its pause and its snapshots' depth, stays bounded, and
 // every snapshot's child sees exactly the writes made before it.
 func TestBranchChainStaysShort(t *testing.T) {
-	r, rootfs := vmRuntime(t)
+	r, files := vmRuntime(t)
 	ctx := context.Background()
-	if err := r.Start(ctx, runtime.Spec{ID: "deep", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512}); err != nil {
+	if err := r.Start(ctx, runtime.Spec{ID: "deep", ImageFiles: files, CPUs: 1, MemoryMiB: 512}); err != nil {
 		t.Fatal(err)
 	}
 	c := agent(t, r, "deep", 60*time.Second)
@@ -99,7 +99,7 @@ func TestBranchChainStaysShort(t *testing.T) {
 			t.Fatal(err)
 		}
 		imgs = append(imgs, img)
-		st, err := r.readState("deep")
+		st, err := r.vmDir("deep").readState()
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -107,7 +107,7 @@ func TestBranchChainStaysShort(t *testing.T) {
 		if len(st.Layers) > maxLayers+1 {
 			t.Fatalf("after branch %d the chain is %v", i, st.Layers)
 		}
-		files, _ := filepath.Glob(filepath.Join(r.vmDir("deep"), "disk-*.qcow2"))
+		files, _ := filepath.Glob(r.vmDir("deep").layer("disk-*.qcow2"))
 		if len(files) != len(st.Layers) {
 			t.Fatalf("after branch %d: layer files %v, chain %v", i, files, st.Layers)
 		}
@@ -121,7 +121,7 @@ func TestBranchChainStaysShort(t *testing.T) {
 	}
 	for _, i := range []int{1, maxLayers, len(imgs) - 1} {
 		id := fmt.Sprintf("deep-%d", i)
-		if err := r.Restore(ctx, runtime.Spec{ID: id, Rootfs: rootfs}, imgs[i]); err != nil {
+		if err := r.Restore(ctx, runtime.Spec{ID: id, ImageFiles: files}, imgs[i]); err != nil {
 			t.Fatal(err)
 		}
 		cc := agent(t, r, id, 30*time.Second)

@@ -14,37 +14,33 @@ import (
 // with the sandbox's CPU quota and a memory limit of the guest's RAM plus
 // QEMU's own overhead. The guest kernel enforces the guest's limit itself:
 // a runaway process inside meets the guest's OOM killer, not the host's.
-const (
-	cgroupRoot     = "/sys/fs/cgroup"
-	cpuPeriod      = 100000
-	memOverheadMiB = 384 // TCG translation cache, QEMU heap, page tables
-)
+const memOverheadMiB = 384 // TCG translation cache, QEMU heap, page tables
 
-func cgroupDirs(id string) []string {
-	if _, err := os.Stat(filepath.Join(cgroupRoot, "cgroup.controllers")); err == nil {
-		return []string{filepath.Join(cgroupRoot, "cove", id)} // cgroup v2
-	}
-	return []string{filepath.Join(cgroupRoot, "cpu", "cove", id), filepath.Join(cgroupRoot, "memory", "cove", id)}
-}
-
-// joinCgroup puts pid into the sandbox's cgroups, made with its limits.
+// joinCgroup puts pid into the sandbox's cgroups, made with its limits:
+// one in the unified hierarchy, or one under each v1 controller it sets.
 func joinCgroup(id string, pid, cpus, memMiB int) error {
 	mem := strconv.FormatInt(int64(memMiB+memOverheadMiB)<<20, 10)
-	quota := strconv.Itoa(max(cpus, 1) * cpuPeriod)
+	period := strconv.Itoa(cgroup.CPUPeriod)
+	quota := strconv.Itoa(max(cpus, 1) * cgroup.CPUPeriod)
+	controllers := []string{""}
+	if !cgroup.V2() {
+		controllers = []string{"cpu", "memory"}
+	}
 	var errs []error
-	for _, d := range cgroupDirs(id) {
+	for _, c := range controllers {
+		d := cgroup.Dir(c, id)
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			errs = append(errs, err)
 			continue
 		}
 		var files [][2]string
-		switch filepath.Base(filepath.Dir(filepath.Dir(d))) {
+		switch c {
 		case "cpu":
-			files = [][2]string{{"cpu.cfs_period_us", strconv.Itoa(cpuPeriod)}, {"cpu.cfs_quota_us", quota}}
+			files = [][2]string{{"cpu.cfs_period_us", period}, {"cpu.cfs_quota_us", quota}}
 		case "memory":
 			files = [][2]string{{"memory.limit_in_bytes", mem}}
 		default:
-			files = [][2]string{{"cpu.max", quota + " " + strconv.Itoa(cpuPeriod)}, {"memory.max", mem}}
+			files = [][2]string{{"cpu.max", quota + " " + period}, {"memory.max", mem}}
 		}
 		for _, f := range files {
 			if err := os.WriteFile(filepath.Join(d, f[0]), []byte(f[1]), 0o644); err != nil {
@@ -57,6 +53,3 @@ func joinCgroup(id string, pid, cpus, memMiB int) error {
 	}
 	return errors.Join(errs...)
 }
-
-// removeCgroup removes the sandbox's cgroups once their processes are gone.
-func removeCgroup(id string) error { return cgroup.Remove(cgroupDirs(id)...) }

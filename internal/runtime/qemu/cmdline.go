@@ -8,16 +8,7 @@ import (
 	"strings"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
-)
-
-// Guest network identity, the same for every VM (see netns.GuestAddr):
-// each VM has its own network namespace holding one tap device.
-const (
-	tapName  = "tap0"
-	hostMAC  = "02:c0:7e:00:00:01"
-	guestMAC = "02:c0:7e:00:00:02"
-	hostAddr = "10.77.0.1/30"
-	mtu      = 65000
+	"github.com/cove-sandbox/cove/internal/netns"
 )
 
 // machineRev names the revision of the machine args builds. A snapshot
@@ -27,7 +18,7 @@ const machineRev = "microvm-2"
 
 // vmConfig is everything the QEMU command line depends on.
 type vmConfig struct {
-	Dir       string // the VM's own directory: sockets, logs, overlay
+	Dir       vmDir // the VM's own directory: sockets, logs, overlay
 	Kernel    string
 	Initrd    string
 	Base      string   // the image's raw disk, which the chain's first layer is backed by
@@ -43,12 +34,6 @@ type vmConfig struct {
 	Sandbox   bool // -sandbox on,...
 	TapFD     int  // if > 0, the tap's queue QEMU inherits; else QEMU opens tap0
 }
-
-func (c vmConfig) qmpPath() string { return filepath.Join(c.Dir, "qmp.sock") }
-
-// agentSock is the name of a VM's agent socket in its directory: the host
-// side of the guest's virtio-serial port agentproto.SerialPort.
-const agentSock = "agent.sock"
 
 func onOff(b bool) string {
 	if b {
@@ -90,14 +75,14 @@ func (c vmConfig) args() []string {
 		"-kernel", c.Kernel,
 		"-initrd", c.Initrd,
 		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 psi=0 %scove.hostname=%s cove.id=%s", tscArgs(c.Accel), c.Hostname, c.ID),
-		"-chardev", "file,id=con,path=" + filepath.Join(c.Dir, "console.log"),
+		"-chardev", "file,id=con,path=" + c.Dir.consoleLog(),
 		"-serial", "chardev:con",
 		"-netdev", c.netdev(),
-		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", guestMAC, mtu),
+		"-device", fmt.Sprintf("virtio-net-device,netdev=net0,mac=%s,host_mtu=%d", netns.GuestMAC, netns.MTU),
 		// The agent's channel: a virtio-serial port, so the daemon reaches
 		// the agent without the guest's network stack (which stays the
 		// sandbox's own) and every clone answers on its own socket.
-		"-chardev", "socket,id=agent,path=" + filepath.Join(c.Dir, agentSock) + ",server=on,wait=off",
+		"-chardev", "socket,id=agent,path=" + c.Dir.agentSock() + ",server=on,wait=off",
 		"-device", "virtio-serial-device,max_ports=2",
 		"-device", "virtserialport,chardev=agent,name=" + agentproto.SerialPort,
 		"-object", "rng-random,id=rng0,filename=/dev/urandom",
@@ -105,7 +90,7 @@ func (c vmConfig) args() []string {
 		"-object", c.memBackend(),
 	}
 	a = append(a, c.disk()...)
-	a = append(a, "-qmp", "unix:"+c.qmpPath()+",server=on,wait=off")
+	a = append(a, "-qmp", "unix:"+c.Dir.qmpSock()+",server=on,wait=off")
 	if c.Sandbox {
 		a = append(a, "-sandbox", "on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny")
 	}

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
 // ProbeKVM boots a throwaway guest under KVM and reports whether it got as
@@ -23,7 +23,7 @@ import (
 //
 // The verdict is cached in probeCacheDir for this boot of the host, per
 // QEMU binary and kernel, so daemon restarts do not pay for the probe.
-func ProbeKVM(ctx context.Context, qemu string, vf image.VMFiles) error {
+func ProbeKVM(ctx context.Context, qemu string, vf runtime.ImageFiles) error {
 	if _, err := os.Stat("/dev/kvm"); err != nil {
 		return errors.New("no /dev/kvm on this host")
 	}
@@ -34,7 +34,7 @@ func ProbeKVM(ctx context.Context, qemu string, vf image.VMFiles) error {
 	if err != nil {
 		return fmt.Errorf("%s not installed", qemu)
 	}
-	if !vf.Exists() {
+	if !vmFilesExist(vf) {
 		return errors.New("the default image has no VM artifacts (cove image build --vm)")
 	}
 	key := cacheKey(path, vf.Kernel)
@@ -57,6 +57,16 @@ func ProbeKVM(ctx context.Context, qemu string, vf image.VMFiles) error {
 	return err
 }
 
+// vmFilesExist reports whether an image's VM artifacts are all there.
+func vmFilesExist(f runtime.ImageFiles) bool {
+	for _, p := range []string{f.Kernel, f.Initrd, f.Disk} {
+		if fi, err := os.Stat(p); err != nil || !fi.Mode().IsRegular() {
+			return false
+		}
+	}
+	return true
+}
+
 // probeCacheDir holds KVM probe verdicts; /run empties at boot.
 const probeCacheDir = "/run/cove"
 
@@ -71,7 +81,7 @@ func cacheKey(files ...string) string {
 	return hex.EncodeToString(h.Sum(nil))[:16]
 }
 
-func probeKVM(ctx context.Context, qemu string, vf image.VMFiles) error {
+func probeKVM(ctx context.Context, qemu string, vf runtime.ImageFiles) error {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	// busybox run as init prints its usage and exits; the kernel then

@@ -1,14 +1,42 @@
 package qemu
 
 import (
+	"context"
 	"fmt"
 	"os"
-	goruntime "runtime"
+	"strings"
 
 	"golang.org/x/sys/unix"
 
 	"github.com/cove-sandbox/cove/internal/netns"
 )
+
+// Each VM has its own network namespace, netns.Name(id, netnsRole),
+// holding one tap device with the host side's address of every sandbox's
+// link (netns.HostAddr and the rest).
+const (
+	netnsRole = "v"
+	tapName   = "tap0"
+)
+
+// makeNetns makes the VM's namespace and its tap, which belongs to the
+// user QEMU runs as.
+func (l *launch) makeNetns(ctx context.Context) error {
+	ns := netns.Name(l.spec.ID, netnsRole)
+	if err := netns.Add(ctx, ns); err != nil {
+		return fmt.Errorf("qemu: network: %w", err)
+	}
+	owner := ""
+	if l.r.uid >= 0 {
+		owner = fmt.Sprintf(" user %d group %d", l.r.uid, l.r.gid)
+	}
+	cmds := fmt.Sprintf("tuntap add dev %s mode tap%s\nlink set %s address %s mtu %d\naddr add %s dev %s\nlink set %s up\nlink set lo up\n",
+		tapName, owner, tapName, netns.HostMAC, netns.MTU, netns.HostAddr, tapName, tapName)
+	if err := netns.IP(ctx, ns, strings.NewReader(cmds), "-batch", "-"); err != nil {
+		return fmt.Errorf("qemu: network: %w", err)
+	}
+	return nil
+}
 
 // openTap opens the VM's tap device in its network namespace and returns
 // the queue's file, which QEMU gets as -netdev tap,fd=N: QEMU then needs
@@ -16,47 +44,19 @@ import (
 // namespace. The flags are those QEMU itself asks for, so that a VM and
 // its snapshots' clones agree on the virtio-net header.
 func openTap(ns string) (*os.File, error) {
-	type result struct {
-		f   *os.File
-		err error
+	var f *os.File
+	err := netns.Do(ns, func() error {
+		var err error
+		f, err = tunAttach(tapName)
+		return err
+	})
+	if err != nil {
+		if f != nil {
+			f.Close()
+		}
+		return nil, err
 	}
-	ch := make(chan result, 1)
-	go func() {
-		// As in netns.Dial: a thread that cannot return to the daemon's
-		// namespace stays locked and dies with this goroutine.
-		goruntime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			goruntime.UnlockOSThread()
-			ch <- result{err: err}
-			return
-		}
-		defer orig.Close()
-		target, err := os.Open(netns.Dir + "/" + ns)
-		if err != nil {
-			goruntime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("open netns %s: %w", ns, err)}
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			goruntime.UnlockOSThread()
-			ch <- result{err: fmt.Errorf("setns %s: %w", ns, err)}
-			return
-		}
-		f, err := tunAttach(tapName)
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			if f != nil {
-				f.Close()
-			}
-			ch <- result{err: fmt.Errorf("return from netns %s: %w", ns, err)}
-			return
-		}
-		goruntime.UnlockOSThread()
-		ch <- result{f, err}
-	}()
-	r := <-ch
-	return r.f, r.err
+	return f, nil
 }
 
 // tunAttach opens a queue of the tap device name in the calling thread's

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/fsutil"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/runtime"
 )
@@ -29,7 +30,7 @@ func missing(t *testing.T, format string, args ...any) {
 	t.Skipf(format, args...)
 }
 
-func vmRuntime(t *testing.T) (*Runtime, string) {
+func vmRuntime(t *testing.T) (*Runtime, runtime.ImageFiles) {
 	t.Helper()
 	if os.Geteuid() != 0 {
 		missing(t, "needs root")
@@ -42,7 +43,9 @@ func vmRuntime(t *testing.T) (*Runtime, string) {
 		dir = image.DefaultDir
 	}
 	img, err := image.Resolve(dir, "default")
-	if err != nil || !image.VMFilesFor(img.Rootfs).Exists() {
+	vm := image.VMFilesFor(img.Rootfs)
+	files := runtime.ImageFiles{Rootfs: img.Rootfs, Kernel: vm.Kernel, Initrd: vm.Initrd, Disk: vm.Disk}
+	if err != nil || !vmFilesExist(files) {
 		missing(t, "no default image with VM artifacts in %s (make image-vm)", dir)
 	}
 	state := t.TempDir()
@@ -56,7 +59,7 @@ func vmRuntime(t *testing.T) (*Runtime, string) {
 			r.Destroy(context.Background(), id)
 		}
 	})
-	return r, img.Rootfs
+	return r, files
 }
 
 func agent(t *testing.T, r *Runtime, id string, within time.Duration) *agentproto.Client {
@@ -78,7 +81,7 @@ func agent(t *testing.T, r *Runtime, id string, within time.Duration) *agentprot
 			}
 		}
 		if ctx.Err() != nil {
-			t.Fatalf("agent of %s did not answer within %s: %v\nconsole: %s\nqemu: %s", id, within, err, tailFile(filepath.Join(r.vmDir(id), "console.log")), tailFile(filepath.Join(r.vmDir(id), "qemu.log")))
+			t.Fatalf("agent of %s did not answer within %s: %v\nconsole: %s\nqemu: %s", id, within, err, fsutil.Tail(r.vmDir(id).consoleLog(), logTail), r.vmDir(id).tail())
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
@@ -97,9 +100,9 @@ func sh(t *testing.T, c *agentproto.Client, cmd string) string {
 }
 
 func TestVMLifecycle(t *testing.T) {
-	r, rootfs := vmRuntime(t)
+	r, files := vmRuntime(t)
 	ctx := context.Background()
-	spec := runtime.Spec{ID: "vm-a", Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: "vm-a", Golden: true}
+	spec := runtime.Spec{ID: "vm-a", ImageFiles: files, CPUs: 1, MemoryMiB: 512, Hostname: "vm-a", Golden: true}
 	t0 := time.Now()
 	if err := r.Start(ctx, spec); err != nil {
 		t.Fatal(err)
@@ -126,7 +129,7 @@ func TestVMLifecycle(t *testing.T) {
 	for i := range 5 {
 		id := fmt.Sprintf("vm-c%d", i)
 		t0 := time.Now()
-		if err := r.Restore(ctx, runtime.Spec{ID: id, Rootfs: rootfs, CPUs: 1, MemoryMiB: 512, Hostname: id}, snap); err != nil {
+		if err := r.Restore(ctx, runtime.Spec{ID: id, ImageFiles: files, CPUs: 1, MemoryMiB: 512, Hostname: id}, snap); err != nil {
 			t.Fatal(err)
 		}
 		restores = append(restores, time.Since(t0))
@@ -147,7 +150,7 @@ func TestVMLifecycle(t *testing.T) {
 		}
 		execs = append(execs, time.Since(t1))
 		c.Close()
-		st, _ := r.readState(id)
+		st, _ := r.vmDir(id).readState()
 		pids = append(pids, st.Pid)
 	}
 	for _, d := range []struct {
@@ -181,7 +184,7 @@ func TestVMLifecycle(t *testing.T) {
 		c.Close()
 		child := fmt.Sprintf("vm-b%d", depth)
 		t0 := time.Now()
-		if err := r.Restore(ctx, runtime.Spec{ID: child, Rootfs: rootfs, Hostname: child}, img); err != nil {
+		if err := r.Restore(ctx, runtime.Spec{ID: child, ImageFiles: files, Hostname: child}, img); err != nil {
 			t.Fatalf("restore depth %d: %v", depth, err)
 		}
 		c = agent(t, r, child, 30*time.Second)

@@ -264,6 +264,10 @@ func (rt *Fake) Checkpoint(ctx context.Context, id, image string, leaveRunning b
 	return 3 * time.Millisecond, nil
 }
 
+// Close implements runtime.Runtime: the sandboxes run on until the test
+// ends.
+func (rt *Fake) Close() error { return nil }
+
 func (rt *Fake) List(ctx context.Context) ([]string, error) {
 	return rt.IDs(), nil
 }

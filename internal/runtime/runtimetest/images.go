@@ -3,10 +3,12 @@ package runtimetest
 import (
 	"errors"
 	"sync"
+
+	"github.com/cove-sandbox/cove/internal/runtime"
 )
 
 // Images resolves image names and ids from a map, for tests only. Its
-// rootfs paths do not exist: the Fake never reads them.
+// paths do not exist: the Fake never reads them.
 type Images struct {
 	mu  sync.Mutex
 	ids map[string]string // name -> id
@@ -23,15 +25,16 @@ func (im *Images) Set(name, id string) {
 	im.ids[name] = id
 }
 
-// Resolve returns the id and rootfs of the image named or identified by
+// Resolve returns the id and files of the image named or identified by
 // nameOrID.
-func (im *Images) Resolve(nameOrID string) (id, rootfs string, err error) {
+func (im *Images) Resolve(nameOrID string) (id string, files runtime.ImageFiles, err error) {
 	im.mu.Lock()
 	defer im.mu.Unlock()
 	for name, id := range im.ids {
 		if nameOrID == name || nameOrID == id {
-			return id, "fake-rootfs/" + id, nil
+			vm := "fake-vm/" + id + "/"
+			return id, runtime.ImageFiles{Rootfs: "fake-rootfs/" + id, Kernel: vm + "vmlinux", Initrd: vm + "initrd", Disk: vm + "disk"}, nil
 		}
 	}
-	return "", "", errors.New("no such image")
+	return "", runtime.ImageFiles{}, errors.New("no such image")
 }

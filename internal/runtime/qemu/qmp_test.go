@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,39 +15,6 @@ import (
 
 	"golang.org/x/sys/unix"
 )
-
-func TestArgs(t *testing.T) {
-	c := vmConfig{Dir: "/s/vm1", Kernel: "/i/vmlinux", Initrd: "/i/initrd", Base: "/i/rootfs.ext4",
-		Layers:  []string{"/s/vm1/disk-0.qcow2", "/s/vm1/disk-3.qcow2"},
-		MemPath: "/snap/mem", MemShared: false, MemoryMiB: 256, CPUs: 2, Accel: "tcg", Hostname: "h", ID: "vm1",
-		Incoming: true, Sandbox: true}
-	a := strings.Join(c.args(), " ")
-	for _, want := range []string{
-		"-M microvm,isa-serial=on,rtc=on,pic=off,memory-backend=mem",
-		"-accel tcg,tb-size=256 -cpu max -m 256 -smp 2",
-		"cove.hostname=h cove.id=vm1",
-		"memory-backend-file,id=mem,size=256M,mem-path=/snap/mem,share=off",
-		"-netdev tap,id=net0,ifname=tap0,script=no,downscript=no",
-		"virtio-net-device,netdev=net0,mac=02:c0:7e:00:00:02",
-		"-blockdev driver=raw,node-name=base,read-only=on,cache.direct=off,cache.no-flush=on,file.drop-cache=off,file.driver=file,file.filename=/i/rootfs.ext4",
-		"-blockdev driver=qcow2,node-name=root,backing=base,read-only=on,cache.direct=off,cache.no-flush=on,file.drop-cache=off,file.driver=file,file.filename=/s/vm1/disk-0.qcow2",
-		"-blockdev driver=qcow2,node-name=root3,backing=root,read-only=off,cache.direct=off,cache.no-flush=on,file.drop-cache=off,file.driver=file,file.filename=/s/vm1/disk-3.qcow2",
-		"-device virtio-blk-device,drive=root3",
-		"-qmp unix:/s/vm1/qmp.sock,server=on,wait=off",
-		"-sandbox on,obsolete=deny,elevateprivileges=deny,spawn=deny,resourcecontrol=deny",
-		"-incoming defer",
-	} {
-		if !strings.Contains(a, want) {
-			t.Errorf("command line lacks %q:\n%s", want, a)
-		}
-	}
-	c.Accel, c.Incoming, c.Sandbox, c.MemShared = "kvm", false, false, true
-	a = strings.Join(c.args(), " ")
-	if !strings.Contains(a, "-accel kvm -cpu host,-arch-capabilities") || strings.Contains(a, "-incoming") ||
-		strings.Contains(a, "-sandbox") || !strings.Contains(a, "share=on") {
-		t.Errorf("kvm, shared, no incoming, no sandbox:\n%s", a)
-	}
-}
 
 // fakeQMP serves one QMP connection: the greeting, then canned replies
 // by command, with events interleaved; it records commands and any file
@@ -172,37 +138,6 @@ func TestQMP(t *testing.T) {
 	}
 }
 
-func TestContAfterMigration(t *testing.T) {
-	sock, cmds, _ := fakeQMP(t, map[string]string{
-		"cont": `"error": {"class": "GenericError", "desc": "Migration is not finalized yet"}`,
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	q, err := dialQMP(ctx, sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer q.Close()
-	conts := make(chan int)
-	go func() {
-		n := 0
-		for c := range cmds {
-			if c == "cont" {
-				n++
-			}
-		}
-		conts <- n
-	}()
-	// Refused until the deadline: retried, then an error.
-	if err := contAfterMigration(ctx, q); err == nil {
-		t.Fatal("contAfterMigration succeeded against a QEMU that refuses cont")
-	}
-	q.Close()
-	if n := <-conts; n < 2 {
-		t.Fatalf("cont sent %d times, want retries", n)
-	}
-}
-
 // TestAwaitEvent waits for an event that arrives in two pieces, the first
 // before a deadline cuts the wait short: the next wait still reads it whole.
 func TestAwaitEvent(t *testing.T) {
@@ -247,27 +182,6 @@ func TestAwaitEvent(t *testing.T) {
 	}
 }
 
-func TestLayerNames(t *testing.T) {
-	for _, tc := range []struct {
-		chain      []string
-		next       int
-		activeNode string
-	}{
-		{[]string{"disk-0.qcow2"}, 1, "root"},
-		{[]string{"disk-0.qcow2", "disk-1.qcow2"}, 2, "root1"},
-		// A flattened chain skips numbers: the next stays above them all.
-		{[]string{"disk-0.qcow2", "disk-7.qcow2"}, 8, "root7"},
-		{[]string{"disk-2.qcow2", "disk-10.qcow2"}, 11, "root10"},
-	} {
-		if got := nextLayer(tc.chain); got != tc.next {
-			t.Errorf("nextLayer(%v) = %d, want %d", tc.chain, got, tc.next)
-		}
-		if got := activeNode(&vmState{Layers: tc.chain}); got != tc.activeNode {
-			t.Errorf("activeNode(%v) = %q, want %q", tc.chain, got, tc.activeNode)
-		}
-	}
-}
-
 func TestQMPTimeout(t *testing.T) {
 	sock := filepath.Join(t.TempDir(), "qmp.sock")
 	l, err := net.Listen("unix", sock)
@@ -299,53 +213,4 @@ func errorsAs(err error, target **qmpError) bool {
 		*target = e
 	}
 	return ok
-}
-
-func TestListAndDestroyIdempotent(t *testing.T) {
-	dir := t.TempDir()
-	r := &Runtime{cfg: Config{Dir: dir}, uid: -1, gid: -1}
-	r.log = discardLogger()
-	for _, n := range []string{"sb-1", "sb-2", ".tmp", "BAD"} {
-		os.Mkdir(filepath.Join(dir, n), 0o700)
-	}
-	ids, err := r.List(context.Background())
-	if err != nil {
-		t.Fatal(err)
-	}
-	slices.Sort(ids)
-	if !slices.Equal(ids, []string{"sb-1", "sb-2"}) {
-		t.Fatalf("List = %v", ids)
-	}
-	if os.Geteuid() != 0 {
-		return // Destroy runs ip netns only for namespaces that exist
-	}
-	for range 2 {
-		if err := r.Destroy(context.Background(), "sb-1"); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := r.Destroy(context.Background(), "never-was"); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(filepath.Join(dir, "sb-1")); !os.IsNotExist(err) {
-		t.Fatalf("sb-1 still there: %v", err)
-	}
-}
-
-func discardLogger() *slog.Logger { return slog.New(slog.DiscardHandler) }
-
-func TestMajorVersion(t *testing.T) {
-	for _, tc := range []struct {
-		in   string
-		want int
-	}{
-		{"QEMU emulator version 10.0.2 (Debian 1:10.0.2+ds-2+deb13u1~bpo12+1) (tcg)", 10},
-		{"QEMU emulator version 7.2.22 (Debian 1:7.2+dfsg-7+deb12u18+b3) (kvm)", 7},
-		{"unknown", 0},
-		{"QEMU emulator version x.y", 0},
-	} {
-		if got := majorVersion(tc.in); got != tc.want {
-			t.Errorf("majorVersion(%q) = %d, want %d", tc.in, got, tc.want)
-		}
-	}
 }

@@ -1,0 +1,239 @@
+// Package qemu runs sandboxes as QEMU microVMs: each with its own guest
+// kernel (Debian's cloud kernel), an ext4 root disk behind a per-VM qcow2
+// overlay, RAM in a file for a snapshot builder (so a golden snapshot's
+// clones map it copy-on-write) and anonymous otherwise, and a per-VM
+// network namespace holding one tap device.
+//
+// The agent answers on a virtio-serial port (see package seriallink): the
+// daemon connects to the VM's agent.sock, and a clone restored from a
+// snapshot resynchronises with the new connection in-band. The network
+// (the same guest addresses in every VM) is the sandbox's own.
+package qemu
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"os"
+	"os/exec"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/cove-sandbox/cove/internal/cgroup"
+	"github.com/cove-sandbox/cove/internal/netns"
+	"github.com/cove-sandbox/cove/internal/proc"
+	"github.com/cove-sandbox/cove/internal/runtime"
+)
+
+// Config configures the runtime.
+type Config struct {
+	Qemu  string // qemu-system-x86_64; default from PATH
+	Dir   string // one directory per VM; absolute
+	Accel string // "tcg" or "kvm"; default "tcg"
+	// User, if set, is the unprivileged user QEMU runs as (its VM
+	// directory and tap belong to it).
+	User string
+	// NoSandbox drops QEMU's -sandbox seccomp filter (debugging only).
+	NoSandbox bool
+	Logger    *slog.Logger
+}
+
+// Runtime is the QEMU microVM backend.
+type Runtime struct {
+	cfg      Config
+	qemu     string
+	qemuImg  string
+	uid, gid int // -1 when QEMU runs as root
+	kvmGid   int // supplementary group for /dev/kvm (0: none)
+	major    int // QEMU's major version
+	log      *slog.Logger
+
+	mu sync.Mutex
+	// agentConns holds the agent socket connections made while restoring,
+	// each for the first Dial of its VM.
+	agentConns map[string]net.Conn
+}
+
+var _ runtime.Runtime = (*Runtime)(nil)
+
+// callTimeout bounds every qemu-img call and a failed launch's cleanup.
+const callTimeout = 30 * time.Second
+
+// New checks that QEMU is usable and prepares the state directory.
+func New(cfg Config) (*Runtime, error) {
+	if cfg.Qemu == "" {
+		cfg.Qemu = "qemu-system-x86_64"
+	}
+	if cfg.Accel == "" {
+		cfg.Accel = "tcg"
+	}
+	if cfg.Accel != "tcg" && cfg.Accel != "kvm" {
+		return nil, fmt.Errorf("qemu: accelerator %q: want tcg or kvm", cfg.Accel)
+	}
+	q, err := exec.LookPath(cfg.Qemu)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %s not found (%w): INSTALL_QEMU=1 scripts/install-deps.sh", cfg.Qemu, err)
+	}
+	qi, err := exec.LookPath("qemu-img")
+	if err != nil {
+		return nil, fmt.Errorf("qemu: qemu-img not found (%w)", err)
+	}
+	if !filepath.IsAbs(cfg.Dir) {
+		return nil, fmt.Errorf("qemu: state dir %q must be absolute", cfg.Dir)
+	}
+	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	r := &Runtime{cfg: cfg, qemu: q, qemuImg: qi, uid: -1, gid: -1, log: cfg.Logger, agentConns: map[string]net.Conn{}}
+	if r.log == nil {
+		r.log = slog.Default()
+	}
+	r.major = majorVersion(r.Version(context.Background()))
+	if cfg.User != "" {
+		u, err := user.Lookup(cfg.User)
+		if err != nil {
+			return nil, fmt.Errorf("qemu: user %q: %w", cfg.User, err)
+		}
+		r.uid, _ = strconv.Atoi(u.Uid)
+		r.gid, _ = strconv.Atoi(u.Gid)
+		// QEMU must reach its own directory below this one: every
+		// directory above it gets search (not read) permission.
+		if err := ensureTraversable(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("qemu: %w", err)
+		}
+		if cfg.Accel == "kvm" {
+			if g, err := user.LookupGroup("kvm"); err == nil {
+				r.kvmGid, _ = strconv.Atoi(g.Gid)
+			}
+		}
+	}
+	return r, nil
+}
+
+// ensureTraversable gives dir and every directory above it search
+// permission for others, which an unprivileged QEMU needs to reach its
+// own directory; nothing gets read permission.
+func ensureTraversable(dir string) error {
+	for d := filepath.Clean(dir); ; d = filepath.Dir(d) {
+		fi, err := os.Stat(d)
+		if err != nil {
+			return err
+		}
+		if fi.Mode().Perm()&0o001 == 0 {
+			if err := os.Chmod(d, fi.Mode().Perm()|0o111); err != nil {
+				return err
+			}
+		}
+		if d == filepath.Dir(d) {
+			return nil
+		}
+	}
+}
+
+// chown gives path to the user QEMU runs as, if not root.
+func (r *Runtime) chown(path string) error {
+	if r.uid < 0 {
+		return nil
+	}
+	return os.Chown(path, r.uid, r.gid)
+}
+
+// Name implements runtime.Runtime.
+func (r *Runtime) Name() string { return "qemu" }
+
+// Accel is the accelerator VMs run under.
+func (r *Runtime) Accel() string { return r.cfg.Accel }
+
+// Version implements runtime.Runtime.
+func (r *Runtime) Version(ctx context.Context) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, r.qemu, "--version").Output()
+	if err != nil {
+		return "unknown"
+	}
+	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
+	return line + " (" + r.cfg.Accel + ") " + machineRev
+}
+
+// majorVersion reads the major version off QEMU's version line
+// ("QEMU emulator version 10.0.2 ..."); 0 if there is none.
+func majorVersion(v string) int {
+	_, rest, ok := strings.Cut(v, "version ")
+	if !ok {
+		return 0
+	}
+	n, _ := strconv.Atoi(strings.SplitN(rest, ".", 2)[0])
+	return n
+}
+
+// liveBranch reports whether a branch may pre-copy RAM while the source
+// runs. KVM's dirty log is exact. Under TCG, QEMU 7.2 missed guest writes
+// during a live pre-copy: children of a busy source resumed with RAM older
+// than their device and CPU state and crashed ("scheduling while atomic",
+// "VQ 1 ... Guest index inconsistent with Host index"); QEMU 10 does not
+// (TestBranchBusyVM).
+func (r *Runtime) liveBranch() bool { return r.cfg.Accel == "kvm" || r.major >= 10 }
+
+// Destroy implements runtime.Runtime.
+func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	if !runtime.ValidID(id) {
+		return nil
+	}
+	if c := r.takeAgentConn(id); c != nil {
+		c.Close()
+	}
+	d := r.vmDir(id)
+	// The VM's QEMU, and whatever vm.json does not name (a crash between
+	// spawn and its write): found by the command line, which names the
+	// VM's directory.
+	for _, pid := range proc.Find(d.owns) {
+		unix.Kill(pid, unix.SIGKILL)
+		proc.WaitExit(pid, 5*time.Second)
+	}
+	var errs []error
+	if err := cgroup.Remove(cgroup.Dirs(id)...); err != nil {
+		errs = append(errs, err)
+	}
+	if err := netns.Delete(ctx, netns.Name(id, netnsRole)); err != nil {
+		errs = append(errs, err)
+	}
+	if err := os.Remove(d.shm); err != nil && !errors.Is(err, os.ErrNotExist) {
+		errs = append(errs, err)
+	}
+	if len(errs) > 0 {
+		// Keep the directory: it is what List finds, so the teardown is
+		// retried rather than something left behind unnamed.
+		return errors.Join(errs...)
+	}
+	return os.RemoveAll(d.path)
+}
+
+// List implements runtime.Runtime.
+func (r *Runtime) List(ctx context.Context) ([]string, error) {
+	ents, err := os.ReadDir(r.cfg.Dir)
+	if err != nil {
+		return nil, fmt.Errorf("qemu: %w", err)
+	}
+	var ids []string
+	for _, e := range ents {
+		if e.IsDir() && runtime.ValidID(e.Name()) {
+			ids = append(ids, e.Name())
+		}
+	}
+	// Namespaces and RAM files are named by id only and may belong to
+	// another daemon's VMs: a lost directory is not looked for there.
+	return ids, nil
+}
+
+// Close implements runtime.Runtime. QEMU's runtime holds nothing beyond
+// its VMs, which keep running for the next daemon.
+func (r *Runtime) Close() error { return nil }
