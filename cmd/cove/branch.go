@@ -47,7 +47,7 @@ The children's sandbox tokens are remembered for exec and cp.`,
 			case asJSON:
 				return printJSON(w, br)
 			case ids:
-				return printIDs(w, br.Children)
+				return printMade(w, false, true, br.Children)
 			}
 			return printBranch(w, br)
 		},

@@ -22,49 +22,47 @@ import (
 const completionTimeout = 3 * time.Second
 
 // sandboxIDs returns the ids of the daemon's sandboxes that start with
-// prefix and are not in skip, described by image and expiry.
+// prefix and are not in skip, described by status, image and expiry.
 func (c *clientConfig) sandboxIDs(ctx context.Context, prefix string, skip []string) []cobra.Completion {
-	cl, _, err := c.client(client.WithTimeout(completionTimeout))
-	if err != nil {
-		return nil
-	}
-	sbs, err := cl.ListSandboxes(ctx)
-	if err != nil {
-		return nil
-	}
-	now := time.Now()
-	var out []cobra.Completion
-	for _, sb := range sbs {
-		if strings.HasPrefix(sb.ID, prefix) && !slices.Contains(skip, sb.ID) {
-			out = append(out, cobra.CompletionWithDesc(sb.ID, sandboxDesc(now, sb)))
-		}
-	}
-	return out
+	return candidates(ctx, c, (*client.Client).ListSandboxes, prefix, skip, sandboxID, sandboxDesc(time.Now()))
 }
 
-func sandboxDesc(now time.Time, sb apitype.SandboxInfo) string {
-	d := sb.Status + ", " + sandboxImage(sb)
-	if u := fmtUntil(now, sb.ExpiresAtUnix); u != "-" && u != "expired" {
-		d += ", expires in " + u
+// sandboxDesc describes a sandbox to complete, as of now.
+func sandboxDesc(now time.Time) func(apitype.SandboxInfo) string {
+	return func(sb apitype.SandboxInfo) string {
+		d := sb.Status + ", " + sandboxImage(sb)
+		if u := fmtUntil(now, sb.ExpiresAtUnix); u != "-" && u != "expired" {
+			d += ", expires in " + u
+		}
+		return d
 	}
-	return d
 }
 
 // snapshotTags returns the tags of the daemon's snapshots that start with
-// prefix and are not in skip.
+// prefix and are not in skip, described by their image.
 func (c *clientConfig) snapshotTags(ctx context.Context, prefix string, skip []string) []cobra.Completion {
+	tag := func(si apitype.SnapshotInfo) string { return si.Tag }
+	image := func(si apitype.SnapshotInfo) string { return si.Image }
+	return candidates(ctx, c, (*client.Client).ListSnapshots, prefix, skip, tag, image)
+}
+
+// candidates asks the daemon for a list, and returns the names in it that
+// start with prefix and are not in skip, with their descriptions; none if
+// the daemon cannot be asked.
+func candidates[T any](ctx context.Context, c *clientConfig, list func(*client.Client, context.Context) ([]T, error),
+	prefix string, skip []string, name, desc func(T) string) []cobra.Completion {
 	cl, _, err := c.client(client.WithTimeout(completionTimeout))
 	if err != nil {
 		return nil
 	}
-	sis, err := cl.ListSnapshots(ctx)
+	items, err := list(cl, ctx)
 	if err != nil {
 		return nil
 	}
 	var out []cobra.Completion
-	for _, si := range sis {
-		if strings.HasPrefix(si.Tag, prefix) && !slices.Contains(skip, si.Tag) {
-			out = append(out, cobra.CompletionWithDesc(si.Tag, si.Image))
+	for _, it := range items {
+		if n := name(it); strings.HasPrefix(n, prefix) && !slices.Contains(skip, n) {
+			out = append(out, cobra.CompletionWithDesc(n, desc(it)))
 		}
 	}
 	return out

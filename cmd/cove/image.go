@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -107,30 +108,28 @@ func newImageLsCmd() *cobra.Command {
 			if err != nil {
 				return err
 			}
-			w := cmd.OutOrStdout()
-			if asJSON {
-				if imgs == nil {
-					imgs = []image.Image{} // [] rather than null
-				}
-				return printJSON(w, imgs)
-			}
-			tw := newTable(w)
-			fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSIZE\tCURRENT")
-			for _, img := range imgs {
-				cur := ""
-				if img.Current {
-					cur = "*"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", img.ID, img.Name,
-					img.Manifest.Created.Local().Format("2006-01-02 15:04:05"),
-					humanize.IBytes(uint64(img.Manifest.SizeBytes)), cur)
-			}
-			return tw.Flush()
+			return printList(cmd.OutOrStdout(), asJSON, false, imgs, nil, printImages)
 		},
 	}
 	addDirFlag(cmd.Flags(), &dir)
 	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
 	return cmd
+}
+
+// printImages writes image ls's table.
+func printImages(w io.Writer, imgs []image.Image) error {
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSIZE\tCURRENT")
+	for _, img := range imgs {
+		cur := ""
+		if img.Current {
+			cur = "*"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", img.ID, img.Name,
+			img.Manifest.Created.Local().Format("2006-01-02 15:04:05"),
+			humanize.IBytes(uint64(img.Manifest.SizeBytes)), cur)
+	}
+	return tw.Flush()
 }
 
 func newImageRmCmd() *cobra.Command {

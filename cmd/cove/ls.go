@@ -3,6 +3,7 @@ package main
 import (
 	"cmp"
 	"fmt"
+	"io"
 	"slices"
 	"time"
 
@@ -48,30 +49,25 @@ tokens of sandboxes that are gone.`,
 				st.prune(daemon, live, asOf)
 			}
 
-			w := cmd.OutOrStdout()
-			switch {
-			case asJSON:
-				if sbs == nil {
-					sbs = []apitype.SandboxInfo{} // [] rather than null
-				}
-				return printJSON(w, sbs)
-			case ids:
-				return printIDs(w, sbs)
-			}
-			now := time.Now()
-			tw := newTable(w)
-			fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tCPUS\tMEM\tAGE\tEXPIRES-IN")
-			for _, sb := range sbs {
-				age := "-"
-				if sb.CreatedAtUnix != 0 {
-					age = fmtDuration(now.Sub(time.Unix(sb.CreatedAtUnix, 0)))
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dMi\t%s\t%s\n",
-					sb.ID, sb.Status, sandboxImage(sb), sb.CPUs, sb.MemoryMiB, age, fmtUntil(now, sb.ExpiresAtUnix))
-			}
-			return tw.Flush()
+			return printList(cmd.OutOrStdout(), asJSON, ids, sbs, sandboxID, printLs)
 		},
 	}
 	addOutputFlags(cmd.Flags(), &asJSON, &ids, "print only the sandbox ids, one a line")
 	return cmd
+}
+
+// printLs writes ls's table.
+func printLs(w io.Writer, sbs []apitype.SandboxInfo) error {
+	now := time.Now()
+	tw := newTable(w)
+	fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tCPUS\tMEM\tAGE\tEXPIRES-IN")
+	for _, sb := range sbs {
+		age := "-"
+		if sb.CreatedAtUnix != 0 {
+			age = fmtDuration(now.Sub(time.Unix(sb.CreatedAtUnix, 0)))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dMi\t%s\t%s\n",
+			sb.ID, sb.Status, sandboxImage(sb), sb.CPUs, sb.MemoryMiB, age, fmtUntil(now, sb.ExpiresAtUnix))
+	}
+	return tw.Flush()
 }

@@ -36,27 +36,33 @@ func newTable(w io.Writer) *tabwriter.Writer {
 	return tabwriter.NewWriter(w, 0, 8, 2, ' ', 0)
 }
 
-// printMade prints newly made sandboxes as JSON (with their tokens), as
-// bare ids (quiet, for scripts), or as a table.
-func printMade(w io.Writer, asJSON, quiet bool, sbs []apitype.SandboxInfo) error {
+// printList prints items as JSON ([] for none), as their keys one a line
+// (quiet: what -q prints, for scripts), or as table prints them.
+func printList[T any](w io.Writer, asJSON, quiet bool, items []T, key func(T) string, table func(io.Writer, []T) error) error {
 	switch {
 	case asJSON:
-		return printJSON(w, sbs)
+		if items == nil {
+			items = []T{} // [] rather than null
+		}
+		return printJSON(w, items)
 	case quiet:
-		return printIDs(w, sbs)
+		for _, it := range items {
+			if _, err := fmt.Fprintln(w, key(it)); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
-	return printSandboxes(w, sbs)
+	return table(w, items)
 }
 
-// printIDs writes the sandboxes' ids, one a line: what -q prints.
-func printIDs(w io.Writer, sbs []apitype.SandboxInfo) error {
-	for _, sb := range sbs {
-		if _, err := fmt.Fprintln(w, sb.ID); err != nil {
-			return err
-		}
-	}
-	return nil
+// printMade prints newly made sandboxes: as JSON (with their sandbox
+// tokens), as ids (quiet), or as a table.
+func printMade(w io.Writer, asJSON, quiet bool, sbs []apitype.SandboxInfo) error {
+	return printList(w, asJSON, quiet, sbs, sandboxID, printSandboxes)
 }
+
+func sandboxID(sb apitype.SandboxInfo) string { return sb.ID }
 
 // printSandboxes writes a table of newly made sandboxes.
 func printSandboxes(w io.Writer, sbs []apitype.SandboxInfo) error {

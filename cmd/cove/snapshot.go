@@ -134,20 +134,8 @@ func newSnapshotLsCmd(cfg *clientConfig) *cobra.Command {
 			slices.SortFunc(sis, func(a, b apitype.SnapshotInfo) int {
 				return cmp.Or(cmp.Compare(a.CreatedAtUnix, b.CreatedAtUnix), cmp.Compare(a.Tag, b.Tag))
 			})
-			w := cmd.OutOrStdout()
-			switch {
-			case asJSON:
-				if sis == nil {
-					sis = []apitype.SnapshotInfo{} // [] rather than null
-				}
-				return printJSON(w, sis)
-			case tags:
-				for _, si := range sis {
-					fmt.Fprintln(w, si.Tag)
-				}
-				return nil
-			}
-			return printSnapshots(w, sis)
+			tag := func(si apitype.SnapshotInfo) string { return si.Tag }
+			return printList(cmd.OutOrStdout(), asJSON, tags, sis, tag, printSnapshots)
 		},
 	}
 	addOutputFlags(cmd.Flags(), &asJSON, &tags, "print only the tags, one a line")
