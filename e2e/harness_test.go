@@ -190,7 +190,7 @@ func (d *daemon) start() error {
 		return err
 	}
 	args := append([]string{"serve", "--addr", d.addr, "--state-dir", filepath.Join(d.dir, "state"),
-		"--image-dir", suite.imageDir, "--token-file", filepath.Join(d.dir, "token"), "--log-level", "debug",
+		"--image-dir", suite.imageDir, "--api-key-file", filepath.Join(d.dir, "token"), "--log-level", "debug",
 		"--default-snapshot="}, append(backendArgs(), d.extraArgs...)...)
 	cmd := exec.Command(suite.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log

@@ -28,7 +28,7 @@ func TestMCPAgentFlow(t *testing.T) {
 	tag := newSnapshot(t, d, 0)
 	t.Run("stdio", func(t *testing.T) {
 		cmd := exec.Command(suite.bin, "mcp")
-		cmd.Env = append(os.Environ(), "COVE_URL="+d.url, "COVE_TOKEN="+d.key, "COVE_HTTP_TIMEOUT=120")
+		cmd.Env = append(os.Environ(), "COVE_URL="+d.url, "COVE_API_KEY="+d.key, "COVE_HTTP_TIMEOUT=120")
 		cmd.Stderr = stderrLog(t)
 		agentFlow(t, d, tag, connectMCP(t, &mcp.CommandTransport{Command: cmd}))
 	})

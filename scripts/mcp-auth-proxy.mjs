@@ -1,5 +1,5 @@
 // mcp-auth-proxy.mjs PORT TARGET: listens on 127.0.0.1:PORT and forwards
-// every request to TARGET's host with "Authorization: Bearer $COVE_TOKEN"
+// every request to TARGET's host with "Authorization: Bearer $COVE_API_KEY"
 // added, streaming both ways.
 //
 // The MCP conformance suite cannot send an API key; this lets it test the
@@ -9,9 +9,9 @@ import http from 'node:http';
 
 const [port, target] = process.argv.slice(2);
 const t = new URL(target);
-const key = process.env.COVE_TOKEN;
+const key = process.env.COVE_API_KEY || process.env.COVE_TOKEN;
 if (!port || !target || !key) {
-  console.error('usage: COVE_TOKEN=KEY node mcp-auth-proxy.mjs PORT TARGET_URL');
+  console.error('usage: COVE_API_KEY=KEY node mcp-auth-proxy.mjs PORT TARGET_URL');
   process.exit(2);
 }
 

@@ -81,7 +81,7 @@ cleanup() {
 	[[ -n $PROXY_PID ]] && kill "$PROXY_PID" 2>/dev/null
 	if [[ -n $DAEMON_PID ]]; then
 		# Sandboxes outlive a daemon by design: kill them first.
-		"$BIN" kill --all --url "$URL" --token-file "$TMP/token" >/dev/null 2>&1 || true
+		"$BIN" kill --all --url "$URL" --api-key-file "$TMP/token" >/dev/null 2>&1 || true
 		kill -TERM "$DAEMON_PID" 2>/dev/null && wait "$DAEMON_PID" 2>/dev/null
 	fi
 	if [[ $rc != 0 && -f $TMP/daemon.log ]]; then
@@ -93,7 +93,7 @@ cleanup() {
 }
 trap cleanup EXIT
 "$BIN" serve --addr "127.0.0.1:$PORT" --state-dir "$TMP/state" --image-dir "$IMAGES" \
-	--token-file "$TMP/token" --default-snapshot "" >"$TMP/daemon.log" 2>&1 &
+	--api-key-file "$TMP/token" --default-snapshot "" >"$TMP/daemon.log" 2>&1 &
 DAEMON_PID=$!
 for _ in $(seq 1 300); do
 	curl -fsS "$URL/healthz" >/dev/null 2>&1 && break
@@ -107,7 +107,7 @@ KEY=$(cat "$TMP/token")
 export HOME=$TMP/home
 mkdir -p "$HOME"
 inspect() {
-	timeout 300 "$INSPECTOR" --cli "$BIN" mcp -e "COVE_URL=$URL" -e "COVE_TOKEN=$KEY" "$@"
+	timeout 300 "$INSPECTOR" --cli "$BIN" mcp -e "COVE_URL=$URL" -e "COVE_API_KEY=$KEY" "$@"
 }
 # --strict: a tool schema that is not portable across clients fails.
 tools=$(inspect --method tools/list --strict) || fail "inspector tools/list"
@@ -127,7 +127,7 @@ say "inspector tools/call expose_port: a tool error, as it should be"
 
 # 2. The conformance suite, against /mcp through a proxy that adds the key.
 PPORT=$(free_port)
-COVE_TOKEN=$KEY node scripts/mcp-auth-proxy.mjs "$PPORT" "$URL" &
+COVE_API_KEY=$KEY node scripts/mcp-auth-proxy.mjs "$PPORT" "$URL" &
 PROXY_PID=$!
 for _ in $(seq 1 50); do
 	curl -s -o /dev/null "http://127.0.0.1:$PPORT/healthz" && break

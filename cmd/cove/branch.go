@@ -1,49 +1,63 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
-	"os"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
-func runBranch(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("branch", "branch [flags] ID")
-	n := fs.Int("n", 0, "children to start from the new snapshot in the same call")
-	tag := fs.String("tag", "", "the new snapshot's tag (default: generated)")
-	ttl := fs.Duration("ttl", 0, "the children's lifetime, e.g. 15m (default: the daemon's)")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newBranchCmd(cfg *clientConfig) *cobra.Command {
+	var (
+		req         apitype.BranchRequest
+		ttl         time.Duration
+		asJSON, ids bool
+	)
+	cmd := &cobra.Command{
+		Use:   "branch [flags] ID",
+		Short: "Snapshot a running sandbox, and start children from it",
+		Long: `Checkpoint running sandbox ID (memory, processes, files) into a new
+snapshot, pausing it briefly, and start -n children from that snapshot.
+The children's sandbox tokens are remembered for exec and cp.`,
+		Example: `  cove branch $ID -n 3
+  KIDS=$(cove branch $ID -n 3 -q)
+  cove branch $ID --tag before-upgrade`,
+		Args:              nArgs(1, 1, "give one sandbox ID"),
+		ValidArgsFunction: completeFirst(cfg.sandboxIDs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkNTTL(req.N, 0, ttl); err != nil {
+				return err
+			}
+			id := args[0]
+			req.TTLSecs = int64(ttl / time.Second)
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			br, err := cl.Branch(cmd.Context(), id, req)
+			if err != nil {
+				return explain(noSuchSandbox(err, id), daemon)
+			}
+			rememberSandboxTokens(cmd.ErrOrStderr(), "branch", daemon, br.Children)
+			w := cmd.OutOrStdout()
+			switch {
+			case asJSON:
+				return printJSON(w, br)
+			case ids:
+				return printMade(w, false, true, br.Children)
+			}
+			return printBranch(w, br)
+		},
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errors.New("give one sandbox ID")
-	}
-	if *n < 0 || *n > apitype.MaxN {
-		return fmt.Errorf("-n must be between 0 and %d", apitype.MaxN)
-	}
-	if *ttl != 0 && *ttl < time.Second {
-		return fmt.Errorf("--ttl must be at least 1s")
-	}
-	id := pos[0]
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	br, err := cl.Branch(ctx, id, apitype.BranchRequest{Tag: *tag, N: *n, TTLSecs: int64(*ttl / time.Second)})
-	if err != nil {
-		return explain(noSuchSandbox(err, id), daemon)
-	}
-	rememberTokens("branch", daemon, br.Children)
-	if c.json {
-		return printJSON(os.Stdout, br)
-	}
-	return printBranch(os.Stdout, br)
+	fs := cmd.Flags()
+	fs.IntVarP(&req.N, "count", "n", 0, "children to start from the new snapshot in the same call")
+	fs.StringVar(&req.Tag, "tag", "", "the new snapshot's tag (default: generated)")
+	fs.DurationVar(&ttl, "ttl", 0, "the children's lifetime, e.g. 15m (default: the daemon's)")
+	addOutputFlags(fs, &asJSON, &ids, "print only the children's ids, one a line")
+	return cmd
 }
 
 // printBranch writes the new snapshot, the pause, and the children.

@@ -14,6 +14,10 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
+	"github.com/cove-sandbox/cove/internal/fsutil"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
@@ -91,82 +95,98 @@ type cpResult struct {
 	MBPerSec  float64 `json:"mb_per_sec"`
 }
 
-func runCp(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("cp", "cp [flags] SRC DST   (one of them ID:PATH; - is stdin or stdout)")
-	c.addSandboxToken(fs)
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newCpCmd(cfg *clientConfig) *cobra.Command {
+	var (
+		sandboxToken string
+		asJSON       bool
+	)
+	cmd := &cobra.Command{
+		Use:   "cp [flags] SRC DST",
+		Short: "Copy a file into or out of a sandbox",
+		Long: `Copy one file between here and a sandbox. One of SRC and DST is ID:PATH,
+a path in sandbox ID (relative to /work); the other is a local path, or -
+for standard input or output. A DST that is a directory keeps the name.`,
+		Example: `  cove cp ./data.csv $ID:/work/
+  cove cp $ID:/work/out.json .
+  tar c src | cove cp - $ID:src.tar`,
+		Args:              nArgs(2, 2, "need SRC and DST, one of them ID:PATH"),
+		ValidArgsFunction: cfg.completeCp,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			a, err := parseCp(args[0], args[1])
+			if err != nil {
+				return usageError{err}
+			}
+			if asJSON && !a.upload && a.local == "-" {
+				return usageErrorf("--json can't share stdout with the file; write the file somewhere else")
+			}
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			tok, err := sandboxTokenFor(sandboxToken, daemon, a.id)
+			if err != nil {
+				return err
+			}
+			var res cpResult
+			if a.upload {
+				res, err = upload(cmd.Context(), cl, tok, a, cmd.InOrStdin(), cmd.ErrOrStderr())
+			} else {
+				res, err = download(cmd.Context(), cl, tok, a, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			}
+			if err != nil {
+				return explain(err, daemon)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
+			if res.Direction == "download" {
+				verb, from, to = "downloaded", to, from
+			}
+			if from == "-" {
+				from = "stdin"
+			}
+			if to == "-" {
+				to = "stdout"
+			}
+			size := fmt.Sprintf("%d bytes", res.Bytes)
+			if res.Bytes >= 1024 {
+				size = fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(res.Bytes)), res.Bytes)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
+				verb, size, from, to, res.Seconds, res.MBPerSec)
+			return nil
+		},
 	}
-	if len(pos) != 2 {
-		fs.Usage()
-		return errors.New("need SRC and DST")
-	}
-	a, err := parseCp(pos[0], pos[1])
-	if err != nil {
-		return err
-	}
-	if c.json && !a.upload && a.local == "-" {
-		return errors.New("--json can't share stdout with the file; write the file somewhere else")
-	}
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	tok, err := c.tokenFor(daemon, a.id)
-	if err != nil {
-		return err
-	}
-	var res cpResult
-	if a.upload {
-		res, err = upload(ctx, cl, tok, a)
-	} else {
-		res, err = download(ctx, cl, tok, a)
-	}
-	if err != nil {
-		return explain(err, daemon)
-	}
-	if c.json {
-		return printJSON(os.Stdout, res)
-	}
-	verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
-	if res.Direction == "download" {
-		verb, from, to = "downloaded", to, from
-	}
-	if from == "-" {
-		from = "stdin"
-	}
-	if to == "-" {
-		to = "stdout"
-	}
-	size := fmt.Sprintf("%d bytes", res.Bytes)
-	if res.Bytes >= 1024 {
-		size = fmt.Sprintf("%s (%d bytes)", fmtBytes(res.Bytes), res.Bytes)
-	}
-	fmt.Fprintf(os.Stderr, "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
-		verb, size, from, to, res.Seconds, res.MBPerSec)
-	return nil
+	addSandboxTokenFlag(cmd.Flags(), &sandboxToken)
+	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
+	return cmd
 }
 
-func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpResult, error) {
+// upload copies a.local (stdin if "-") into the sandbox, drawing progress
+// on stderr.
+func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs, stdin io.Reader, stderr io.Writer) (cpResult, error) {
 	var (
-		f    = os.Stdin
+		r    = stdin
 		size = int64(-1)
 		mode = fs.FileMode(0o644)
 	)
 	if a.local == "-" {
 		// Stdin redirected from a file has a known size.
-		if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
-			if off, err := f.Seek(0, io.SeekCurrent); err == nil {
-				size = fi.Size() - off
+		if f, ok := stdin.(*os.File); ok {
+			if fi, err := f.Stat(); err == nil && fi.Mode().IsRegular() {
+				if off, err := f.Seek(0, io.SeekCurrent); err == nil {
+					size = fi.Size() - off
+				}
 			}
 		}
 	} else {
-		var err error
-		if f, err = os.Open(a.local); err != nil {
+		f, err := os.Open(a.local)
+		if err != nil {
 			return cpResult{}, err
 		}
 		defer f.Close()
+		r = f
 		fi, err := f.Stat()
 		if err != nil {
 			return cpResult{}, err
@@ -180,8 +200,8 @@ func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpRes
 		mode = fi.Mode().Perm()
 	}
 	m := newMeter(size)
-	stop := m.draw(ctx, os.Stderr)
-	fi, err := cl.PutFile(ctx, a.id, tok, a.remote, mode, m.reader(f), size)
+	stop := m.draw(ctx, stderr)
+	fi, err := cl.PutFile(ctx, a.id, tok, a.remote, mode, m.reader(r), size)
 	stop()
 	if err != nil {
 		return cpResult{}, notFoundIn(ctx, cl, err, a.id)
@@ -197,17 +217,19 @@ func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpRes
 	return m.result("upload", a.id, p, a.local), nil
 }
 
-func download(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpResult, error) {
+// download copies the sandbox's file to a.local (stdout if "-"), drawing
+// progress on stderr.
+func download(ctx context.Context, cl *client.Client, tok string, a cpArgs, stdout, stderr io.Writer) (cpResult, error) {
 	body, fi, err := cl.GetFile(ctx, a.id, tok, a.remote)
 	if err != nil {
 		return cpResult{}, notFoundIn(ctx, cl, err, a.id)
 	}
 	defer body.Close()
 	m := newMeter(fi.Size)
-	stop := m.draw(ctx, os.Stderr)
+	stop := m.draw(ctx, stderr)
 	defer stop()
 	if a.local == "-" {
-		if _, err := copyBuffer(os.Stdout, m.reader(body)); err != nil {
+		if _, err := copyBuffer(stdout, m.reader(body)); err != nil {
 			return cpResult{}, fmt.Errorf("download %s:%s: %w", a.id, a.remote, err)
 		}
 	} else {
@@ -215,7 +237,7 @@ func download(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpR
 		if v, err := strconv.ParseUint(fi.Mode, 8, 32); err == nil {
 			mode = fs.FileMode(v).Perm()
 		}
-		if err := writeAtomic(a.local, mode, m.reader(body)); err != nil {
+		if _, err := fsutil.WriteFrom(a.local, mode, m.reader(body)); err != nil {
 			return cpResult{}, fmt.Errorf("download %s:%s: %w", a.id, a.remote, err)
 		}
 	}
@@ -224,33 +246,6 @@ func download(ctx context.Context, cl *client.Client, tok string, a cpArgs) (cpR
 		return cpResult{}, fmt.Errorf("download %s:%s: got %d of %d bytes", a.id, a.remote, n, fi.Size)
 	}
 	return m.result("download", a.id, a.remote, a.local), nil
-}
-
-// writeAtomic writes r to path through a temporary file beside it, so
-// that path is either untouched or complete.
-func writeAtomic(path string, mode fs.FileMode, r io.Reader) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".cove-*")
-	if err != nil {
-		return err
-	}
-	tmp := f.Name()
-	_, err = copyBuffer(f, r)
-	if err == nil {
-		err = f.Chmod(mode)
-	}
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp, path)
-	}
-	if err != nil {
-		os.Remove(tmp)
-	}
-	return err
 }
 
 // copyBuffer copies with a 1 MiB buffer; large transfers make fewer
@@ -277,7 +272,7 @@ func (m *meter) reader(r io.Reader) io.Reader { return &countingReader{r: r, n: 
 // draw redraws a progress line on w every so often until stop is called,
 // which erases it. It draws only if w is a terminal and the transfer is
 // (or, of unknown size, grows) over progressMin.
-func (m *meter) draw(ctx context.Context, w *os.File) (stop func()) {
+func (m *meter) draw(ctx context.Context, w io.Writer) (stop func()) {
 	if !isTerminal(w) || (m.total >= 0 && m.total <= progressMin) {
 		return func() {}
 	}
@@ -295,9 +290,9 @@ func (m *meter) draw(ctx context.Context, w *os.File) (stop func()) {
 				if n <= progressMin && m.total < 0 {
 					continue
 				}
-				line := fmt.Sprintf("%s  %.1f MB/s", fmtBytes(n), mbPerSec(n, time.Since(m.start)))
+				line := fmt.Sprintf("%s  %.1f MB/s", humanize.IBytes(uint64(n)), mbPerSec(n, time.Since(m.start)))
 				if m.total > 0 {
-					line = fmt.Sprintf("%s / %s (%d%%)  %.1f MB/s", fmtBytes(n), fmtBytes(m.total),
+					line = fmt.Sprintf("%s / %s (%d%%)  %.1f MB/s", humanize.IBytes(uint64(n)), humanize.IBytes(uint64(m.total)),
 						n*100/m.total, mbPerSec(n, time.Since(m.start)))
 				}
 				fmt.Fprintf(w, "\r\x1b[K%s", line)

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -50,44 +49,4 @@ func TestParseCp(t *testing.T) {
 			}
 		})
 	}
-}
-
-func TestWriteAtomic(t *testing.T) {
-	dir := t.TempDir()
-	p := filepath.Join(dir, "f")
-	os.WriteFile(p, []byte("old"), 0o644)
-
-	// A failed copy leaves the old file and no temporary.
-	if err := writeAtomic(p, 0o600, &failingReader{data: "partial"}); err == nil {
-		t.Fatal("writeAtomic succeeded with a failing reader")
-	}
-	if b, _ := os.ReadFile(p); string(b) != "old" {
-		t.Errorf("file after a failed write: %q", b)
-	}
-	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
-		t.Errorf("temporary left behind: %v", ents)
-	}
-
-	if err := writeAtomic(p, 0o750, strings.NewReader("new")); err != nil {
-		t.Fatal(err)
-	}
-	fi, err := os.Stat(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if b, _ := os.ReadFile(p); string(b) != "new" || fi.Mode().Perm() != 0o750 {
-		t.Errorf("file = %q mode %v, want \"new\" 0750", b, fi.Mode().Perm())
-	}
-}
-
-// failingReader returns data, then an error.
-type failingReader struct{ data string }
-
-func (r *failingReader) Read(p []byte) (int, error) {
-	if r.data == "" {
-		return 0, os.ErrDeadlineExceeded
-	}
-	n := copy(p, r.data)
-	r.data = r.data[n:]
-	return n, nil
 }

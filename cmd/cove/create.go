@@ -1,55 +1,72 @@
 package main
 
 import (
-	"context"
-	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-func runCreate(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("create", "create [flags]")
-	n := fs.Int("n", 1, "how many sandboxes to create")
-	ttl := fs.Duration("ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
-	cpus := fs.Int("cpus", 0, "CPUs per sandbox (default: the daemon's)")
-	mem := fs.Int("memory-mib", 0, "memory per sandbox in MiB (default: the daemon's)")
-	image := fs.String("image", "", "guest image (default: the daemon's)")
-	snapshot := fs.String("snapshot", "", "start from this snapshot tag instead of booting the image")
-	quiet := fs.Bool("q", false, "print only the sandbox ids, one a line")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newCreateCmd(cfg *clientConfig) *cobra.Command {
+	var (
+		req         apitype.CreateSandboxRequest
+		ttl         time.Duration
+		asJSON, ids bool
+	)
+	cmd := &cobra.Command{
+		Use:   "create [flags]",
+		Short: "Create sandboxes",
+		Long: `Create sandboxes, cold-booted from the guest image or started from a
+snapshot, and print them. Their sandbox tokens are remembered for exec and
+cp; --json shows them.`,
+		Example: `  ID=$(cove create -q)
+  cove create -n 3 --ttl 1h --cpus 2 --memory-mib 1024
+  cove create --snapshot py --json`,
+		Args:              noArgs,
+		ValidArgsFunction: completeNothing,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := checkNTTL(req.N, 1, ttl); err != nil {
+				return err
+			}
+			req.TTLSecs = int64(ttl / time.Second)
+			// Cold starts of many sandboxes take a while; allow for them on
+			// top of the usual bound rather than fail a create that is
+			// progressing.
+			cl, daemon, err := cfg.client(client.WithTimeout(client.DefaultTimeout + time.Duration(req.N)*time.Second))
+			if err != nil {
+				return err
+			}
+			sbs, err := cl.CreateSandboxes(cmd.Context(), req)
+			if err != nil {
+				return explain(err, daemon)
+			}
+			// Save the tokens before printing: they exist only in this answer.
+			rememberSandboxTokens(cmd.ErrOrStderr(), "create", daemon, sbs)
+			return printMade(cmd.OutOrStdout(), asJSON, ids, sbs)
+		},
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected arguments %q; see cove create -h", pos)
-	}
-	if *n < 1 || *n > apitype.MaxN {
-		return fmt.Errorf("-n must be between 1 and %d", apitype.MaxN)
-	}
-	if *ttl != 0 && *ttl < time.Second {
-		return fmt.Errorf("--ttl must be at least 1s")
-	}
-	// Cold starts of many sandboxes take a while; allow for them on top
-	// of the usual bound rather than fail a create that is progressing.
-	cl, daemon, err := c.client(client.WithTimeout(client.DefaultTimeout + time.Duration(*n)*time.Second))
-	if err != nil {
-		return err
-	}
-	sbs, err := cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
-		SnapshotTag: *snapshot,
-		Image:       *image,
-		N:           *n,
-		TTLSecs:     int64(*ttl / time.Second),
-		CPUs:        *cpus,
-		MemoryMiB:   *mem,
-	})
-	if err != nil {
-		return explain(err, daemon)
-	}
+	fs := cmd.Flags()
+	fs.IntVarP(&req.N, "count", "n", 1, "how many sandboxes to create")
+	fs.DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
+	fs.IntVar(&req.CPUs, "cpus", 0, "CPUs per sandbox (default: the daemon's)")
+	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory per sandbox in MiB (default: the daemon's)")
+	fs.StringVar(&req.Image, "image", "", "guest image (default: the daemon's)")
+	fs.StringVar(&req.SnapshotTag, "snapshot", "", "start from this snapshot tag instead of booting the image")
+	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
+	cmd.RegisterFlagCompletionFunc("snapshot", completeEach(cfg.snapshotTags))
+	return cmd
+}
 
-	// Save the tokens before printing: they exist only in this answer.
-	rememberTokens("create", daemon, sbs)
-	return printMade(c.json, *quiet, sbs)
+// checkNTTL refuses an -n outside minN..apitype.MaxN, and a --ttl the
+// daemon would round to nothing.
+func checkNTTL(n, minN int, ttl time.Duration) error {
+	if n < minN || n > apitype.MaxN {
+		return usageErrorf("-n must be between %d and %d", minN, apitype.MaxN)
+	}
+	if ttl != 0 && ttl < time.Second {
+		return usageErrorf("--ttl must be at least 1s")
+	}
+	return nil
 }

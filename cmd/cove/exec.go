@@ -1,8 +1,6 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -10,21 +8,106 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // maxStdin bounds what -i sends: stdin travels inside the JSON request.
 const maxStdin = 64 << 20
 
-func runExec(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("exec", "exec [flags] ID [--] CMD [ARG...]")
-	c.addSandboxToken(fs)
-	timeout := fs.Duration("timeout", 60*time.Second, "kill the command after this long")
-	cwd := fs.String("cwd", "", "working directory in the sandbox (default: /work)")
-	shell := fs.Bool("shell", false, "join CMD and ARGs into one string run by /bin/sh -c")
-	stdin := fs.Bool("i", false, "send cove's standard input to the command")
-	env := make(map[string]string)
-	fs.Func("e", "set an environment variable, `K=V` (K alone: copy it from here); repeatable", func(s string) error {
+func newExecCmd(cfg *clientConfig) *cobra.Command {
+	var (
+		sandboxToken string
+		timeout      time.Duration
+		cwd          string
+		shell, stdin bool
+		asJSON       bool
+		env          = make(map[string]string)
+	)
+	cmd := &cobra.Command{
+		Use:   "exec [flags] ID [--] CMD [ARG...]",
+		Short: "Run a command in a sandbox",
+		Long: `Run a command in a sandbox and print its output. cove exits with the
+command's exit code (124 if it timed out).
+
+Flags go before CMD, on either side of ID: the first argument after ID
+that is not a flag starts the command, and all from there on is the
+command's, as is all after "--".`,
+		Example: `  cove exec $ID -- python3 -c 'print(1+1)'
+  cove exec $ID ls -la /work
+  cove exec --shell $ID 'cd /work && make test 2>&1 | tail'
+  echo hi | cove exec -i $ID -- cat`,
+		Args:              cobra.ArbitraryArgs,
+		ValidArgsFunction: completeExec(cfg),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			args, err := execArgs(cmd, args)
+			if err != nil || args == nil {
+				return err
+			}
+			id, argv := args[0], args[1:]
+			req := apitype.ExecRequest{Cwd: cwd, TimeoutSecs: timeout.Seconds()}
+			if shell {
+				req.Shell = strings.Join(argv, " ")
+			} else {
+				req.Args = argv
+			}
+			if len(env) > 0 {
+				req.Env = env
+			}
+			if stdin {
+				if req.Stdin, err = readStdin(cmd.InOrStdin(), id); err != nil {
+					return err
+				}
+			}
+
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			tok, err := sandboxTokenFor(sandboxToken, daemon, id)
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			res, err := cl.Exec(ctx, id, tok, req)
+			if err != nil {
+				return explain(notFoundIn(ctx, cl, err, id), daemon)
+			}
+			if asJSON {
+				// The exit code is in the JSON; cove itself succeeded.
+				return printJSON(cmd.OutOrStdout(), res)
+			}
+			io.WriteString(cmd.OutOrStdout(), res.Stdout)
+			stderr := cmd.ErrOrStderr()
+			io.WriteString(stderr, res.Stderr)
+			if res.Truncated {
+				fmt.Fprintln(stderr, "cove exec: output truncated by the daemon")
+			}
+			code := res.ExitCode
+			if res.TimedOut {
+				fmt.Fprintf(stderr, "cove exec: command timed out after %v\n", timeout)
+				code = 124 // as timeout(1) does
+			}
+			if code != 0 {
+				if code < 0 || code > 255 {
+					code = 255 // e.g. -1 for a signal; exit codes are a byte
+				}
+				return exitError{code}
+			}
+			return nil
+		},
+	}
+	fs := cmd.Flags()
+	// Flags stop at ID; execArgs parses those between ID and CMD.
+	fs.SetInterspersed(false)
+	addSandboxTokenFlag(fs, &sandboxToken)
+	fs.DurationVar(&timeout, "timeout", 60*time.Second, "kill the command after this long")
+	fs.StringVar(&cwd, "cwd", "", "working directory in the sandbox (default: /work)")
+	fs.BoolVar(&shell, "shell", false, "join CMD and ARGs into one string run by /bin/sh -c")
+	fs.BoolVarP(&stdin, "stdin", "i", false, "send cove's standard input to the command")
+	fs.FuncP("env", "e", "set an environment variable, `K=V` (K alone: copy it from here); repeatable", func(s string) error {
 		k, v, ok := strings.Cut(s, "=")
 		if k == "" {
 			return fmt.Errorf("want K=V, got %q", s)
@@ -35,70 +118,53 @@ func runExec(ctx context.Context, args []string) error {
 		env[k] = v
 		return nil
 	})
-	pos, err := parseArgs(fs, args, 1)
-	if err != nil {
-		return err
-	}
-	if len(pos) < 2 {
-		fs.Usage()
-		return errors.New("need a sandbox ID and a command")
-	}
-	id, argv := pos[0], pos[1:]
+	addOutputFlags(fs, &asJSON, nil, "")
+	return cmd
+}
 
-	req := apitype.ExecRequest{Cwd: *cwd, TimeoutSecs: timeout.Seconds()}
-	if *shell {
-		req.Shell = strings.Join(argv, " ")
-	} else {
-		req.Args = argv
-	}
-	if len(env) > 0 {
-		req.Env = env
-	}
-	if *stdin {
-		b, err := io.ReadAll(io.LimitReader(os.Stdin, maxStdin+1))
-		if err != nil {
-			return fmt.Errorf("read stdin: %w", err)
+// execArgs returns ID and CMD from exec's arguments, which cobra parsed
+// up to the first that is not a flag: ID, unless a "--" came first. It
+// parses the flags between ID and CMD. It returns nil args, and no error,
+// when it has shown the help that a --help there asked for.
+func execArgs(cmd *cobra.Command, args []string) ([]string, error) {
+	if len(args) > 1 && cmd.ArgsLenAtDash() < 0 {
+		fs := cmd.Flags()
+		if err := fs.Parse(args[1:]); err != nil {
+			return nil, cmd.FlagErrorFunc()(cmd, err)
 		}
-		if len(b) > maxStdin {
-			return fmt.Errorf("stdin is over %s; copy it in with `cove cp - %s:FILE` instead", fmtBytes(maxStdin), id)
+		if help, _ := fs.GetBool("help"); help {
+			return nil, cmd.Help()
 		}
-		if !utf8.Valid(b) {
-			return fmt.Errorf("stdin is not UTF-8 text, which exec can't carry; copy it in with `cove cp - %s:FILE` instead", id)
-		}
-		req.Stdin = string(b)
+		args = append([]string{args[0]}, fs.Args()...)
 	}
+	if len(args) < 2 {
+		return nil, usageErrorf("need a sandbox ID and a command")
+	}
+	return args, nil
+}
 
-	cl, daemon, err := c.client()
+// readStdin reads what -i sends, for sandbox id.
+func readStdin(r io.Reader, id string) (string, error) {
+	b, err := io.ReadAll(io.LimitReader(r, maxStdin+1))
 	if err != nil {
-		return err
+		return "", fmt.Errorf("read stdin: %w", err)
 	}
-	tok, err := c.tokenFor(daemon, id)
-	if err != nil {
-		return err
+	if len(b) > maxStdin {
+		return "", fmt.Errorf("stdin is over %s; copy it in with `cove cp - %s:FILE` instead", humanize.IBytes(maxStdin), id)
 	}
-	res, err := cl.Exec(ctx, id, tok, req)
-	if err != nil {
-		return explain(notFoundIn(ctx, cl, err, id), daemon)
+	if !utf8.Valid(b) {
+		return "", fmt.Errorf("stdin is not UTF-8 text, which exec can't carry; copy it in with `cove cp - %s:FILE` instead", id)
 	}
-	if c.json {
-		// The exit code is in the JSON; cove itself succeeded.
-		return printJSON(os.Stdout, res)
-	}
-	os.Stdout.WriteString(res.Stdout)
-	os.Stderr.WriteString(res.Stderr)
-	if res.Truncated {
-		fmt.Fprintln(os.Stderr, "cove exec: output truncated by the daemon")
-	}
-	code := res.ExitCode
-	if res.TimedOut {
-		fmt.Fprintf(os.Stderr, "cove exec: command timed out after %v\n", *timeout)
-		code = 124 // as timeout(1) does
-	}
-	if code != 0 {
-		if code < 0 || code > 255 {
-			code = 255 // e.g. -1 for a signal; exit codes are a byte
+	return string(b), nil
+}
+
+// completeExec completes the sandbox ID, then leaves the command's
+// arguments to the shell.
+func completeExec(cfg *clientConfig) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		if len(args) > 0 {
+			return nil, cobra.ShellCompDirectiveDefault
 		}
-		return exitError{code}
+		return cfg.sandboxIDs(cmd.Context(), toComplete, nil), cobra.ShellCompDirectiveNoFileComp
 	}
-	return nil
 }

@@ -1,93 +1,77 @@
 package main
 
 import (
-	"context"
 	"errors"
-	"flag"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cove-sandbox/cove/internal/image"
 )
 
-const imageUsageText = `usage: cove image build [--dir D] [--name N] [--agent PATH] [--mirror URL] [--vm] [-v]
-       cove image ls [--dir D] [--json]
-       cove image rm [--dir D] ID...
-`
-
-// runImage builds, lists and removes guest images.
-func runImage(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, imageUsageText)
-		return flag.ErrHelp
+func newImageCmd() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "image",
+		Short: "Build, list and remove guest images",
+		Long: `Guest images are the root filesystems sandboxes boot from, kept in an
+image store directory on the daemon's host (` + image.DefaultDir + `).`,
+		Example: `  cove image build --agent bin/cove-agent
+  cove image ls`,
+		Args: cobra.ArbitraryArgs,
+		RunE: needSubcommand,
 	}
-	switch args[0] {
-	case "build":
-		return runImageBuild(ctx, args[1:])
-	case "ls", "list":
-		return runImageLs(ctx, args[1:])
-	case "rm":
-		return runImageRm(ctx, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(os.Stderr, imageUsageText)
-		return flag.ErrHelp
-	}
-	fmt.Fprintf(os.Stderr, "cove image: unknown subcommand %q\n%s", args[0], imageUsageText)
-	return exitError{2}
+	cmd.AddCommand(newImageBuildCmd(), newImageLsCmd(), newImageRmCmd())
+	return cmd
 }
 
-// imageFlags makes a flag set whose parse errors are reported once, by
-// the flag package, with exit status 2.
-func imageFlags(name string) *flag.FlagSet {
-	return flag.NewFlagSet("cove image "+name, flag.ContinueOnError)
+// addDirFlag adds --dir, the image store.
+func addDirFlag(fs *pflag.FlagSet, dir *string) {
+	fs.StringVar(dir, "dir", image.DefaultDir, "image store `directory`")
 }
 
-func parseImageFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
+func newImageBuildCmd() *cobra.Command {
+	o := image.BuildOptions{}
+	cmd := &cobra.Command{
+		Use:   "build [flags]",
+		Short: "Build the guest image; prints its id",
+		Long: `Build the guest image (Debian with python3, node, git, ..., and cove-agent)
+with debootstrap. The image is content-addressed: an unchanged agent and
+recipe is a no-op. Progress goes to stderr, the image's id to stdout.`,
+		Example: `  cove image build --agent bin/cove-agent
+  cove image build --vm --dir /var/lib/cove/images`,
+		Args:              noArgs,
+		ValidArgsFunction: completeNothing,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if o.AgentPath == "" {
+				p, err := imageDefaultAgent()
+				if err != nil {
+					return err
+				}
+				o.AgentPath = p
+			}
+			o.Progress = cmd.ErrOrStderr()
+			img, err := image.Build(cmd.Context(), o)
+			if err != nil {
+				return err
+			}
+			_, err = fmt.Fprintln(cmd.OutOrStdout(), img.ID) // stdout is just the id
 			return err
-		}
-		return exitError{2} // flag has printed the error and usage
+		},
 	}
-	return nil
-}
-
-func runImageBuild(ctx context.Context, args []string) error {
-	fs := imageFlags("build")
-	dir := fs.String("dir", image.DefaultDir, "image store `directory`")
-	name := fs.String("name", image.DefaultName, "image `name`")
-	agent := fs.String("agent", "", "cove-agent binary (default: cove-agent next to the cove executable)")
-	mirror := fs.String("mirror", "", "Debian mirror `URL` (default: the host's apt source)")
-	verbose := fs.Bool("v", false, "show debootstrap and apt output")
-	vm := fs.Bool("vm", false, "also build the QEMU microVM artifacts (kernel, initrd, ext4 disk)")
-	if err := parseImageFlags(fs, args); err != nil {
-		return err
-	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	if *agent == "" {
-		p, err := imageDefaultAgent()
-		if err != nil {
-			return err
-		}
-		*agent = p
-	}
-	img, err := image.Build(ctx, image.BuildOptions{
-		Dir:       *dir,
-		Name:      *name,
-		AgentPath: *agent,
-		Mirror:    *mirror,
-		Progress:  os.Stderr,
-		Verbose:   *verbose,
-		VM:        *vm,
-	})
-	if err != nil {
-		return err
-	}
-	fmt.Println(img.ID) // progress went to stderr: stdout is just the id
-	return nil
+	fs := cmd.Flags()
+	addDirFlag(fs, &o.Dir)
+	fs.StringVar(&o.Name, "name", image.DefaultName, "image `name`")
+	fs.StringVar(&o.AgentPath, "agent", "", "cove-agent binary (default: cove-agent next to the cove executable)")
+	fs.StringVar(&o.Mirror, "mirror", "", "Debian mirror `URL` (default: the host's apt source)")
+	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "show debootstrap and apt output")
+	fs.BoolVar(&o.VM, "vm", false, "also build the QEMU microVM artifacts (kernel, initrd, ext4 disk)")
+	return cmd
 }
 
 // imageDefaultAgent finds cove-agent beside the running cove, where
@@ -107,27 +91,34 @@ func imageDefaultAgent() (string, error) {
 	return p, nil
 }
 
-func runImageLs(ctx context.Context, args []string) error {
-	fs := imageFlags("ls")
-	dir := fs.String("dir", image.DefaultDir, "image store `directory`")
-	asJSON := fs.Bool("json", false, "print JSON")
-	if err := parseImageFlags(fs, args); err != nil {
-		return err
+func newImageLsCmd() *cobra.Command {
+	var (
+		dir    string
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:               "ls [flags]",
+		Aliases:           []string{"list"},
+		Short:             "List the images in the store; * marks the current one of each name",
+		Example:           "  cove image ls\n  cove image ls --json",
+		Args:              noArgs,
+		ValidArgsFunction: completeNothing,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			imgs, err := image.List(dir)
+			if err != nil {
+				return err
+			}
+			return printList(cmd.OutOrStdout(), asJSON, false, imgs, nil, printImages)
+		},
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("unexpected arguments: %q", fs.Args())
-	}
-	imgs, err := image.List(*dir)
-	if err != nil {
-		return err
-	}
-	if *asJSON {
-		if imgs == nil {
-			imgs = []image.Image{} // [] rather than null
-		}
-		return printJSON(os.Stdout, imgs)
-	}
-	tw := newTable(os.Stdout)
+	addDirFlag(cmd.Flags(), &dir)
+	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
+	return cmd
+}
+
+// printImages writes image ls's table.
+func printImages(w io.Writer, imgs []image.Image) error {
+	tw := newTable(w)
 	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSIZE\tCURRENT")
 	for _, img := range imgs {
 		cur := ""
@@ -136,27 +127,40 @@ func runImageLs(ctx context.Context, args []string) error {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", img.ID, img.Name,
 			img.Manifest.Created.Local().Format("2006-01-02 15:04:05"),
-			fmtBytes(img.Manifest.SizeBytes), cur)
+			humanize.IBytes(uint64(img.Manifest.SizeBytes)), cur)
 	}
 	return tw.Flush()
 }
 
-func runImageRm(ctx context.Context, args []string) error {
-	fs := imageFlags("rm")
-	dir := fs.String("dir", image.DefaultDir, "image store `directory`")
-	if err := parseImageFlags(fs, args); err != nil {
-		return err
+func newImageRmCmd() *cobra.Command {
+	var dir string
+	cmd := &cobra.Command{
+		Use:     "rm [flags] ID...",
+		Short:   "Remove images from the store; prints the ids removed",
+		Example: "  cove image rm 3f2a9c",
+		Args:    nArgs(1, -1, "no image id given"),
+		ValidArgsFunction: func(_ *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+			imgs, _ := image.List(dir)
+			var ids []cobra.Completion
+			for _, img := range imgs {
+				if !slices.Contains(args, img.ID) {
+					ids = append(ids, cobra.CompletionWithDesc(img.ID, img.Name))
+				}
+			}
+			return ids, cobra.ShellCompDirectiveNoFileComp
+		},
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			var errs []error
+			for _, id := range ids {
+				if err := image.Remove(cmd.Context(), dir, id); err != nil {
+					errs = append(errs, err)
+					continue
+				}
+				fmt.Fprintln(cmd.OutOrStdout(), id)
+			}
+			return errors.Join(errs...)
+		},
 	}
-	if fs.NArg() == 0 {
-		return errors.New("no image id given")
-	}
-	var errs []error
-	for _, id := range fs.Args() {
-		if err := image.Remove(ctx, *dir, id); err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		fmt.Println(id)
-	}
-	return errors.Join(errs...)
+	addDirFlag(cmd.Flags(), &dir)
+	return cmd
 }

@@ -1,11 +1,11 @@
 package main
 
 import (
-	"context"
 	"errors"
 	"fmt"
-	"os"
 	"sync"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -21,25 +21,40 @@ type killResult struct {
 	gone   bool   // killed, or already gone: forget its token
 }
 
-func runKill(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("kill", "kill [flags] ID... | --all")
-	all := fs.Bool("all", false, "kill every sandbox on the daemon")
-	ids, err := parseArgs(fs, args, -1)
+func newKillCmd(cfg *clientConfig) *cobra.Command {
+	var all, asJSON bool
+	cmd := &cobra.Command{
+		Use:   "kill [flags] ID... | --all",
+		Short: "Destroy sandboxes",
+		Long: `Destroy sandboxes, with everything in them, and forget their sandbox
+tokens. A sandbox already gone counts as killed with --all, as an error
+when named.`,
+		Example: `  cove kill $ID
+  cove kill --all`,
+		ValidArgsFunction: completeEach(cfg.sandboxIDs),
+		RunE: func(cmd *cobra.Command, ids []string) error {
+			switch {
+			case all && len(ids) > 0:
+				return usageErrorf("give sandbox IDs or --all, not both")
+			case !all && len(ids) == 0:
+				return usageErrorf("give sandbox IDs, or --all")
+			}
+			return kill(cmd, cfg, ids, all, asJSON)
+		},
+	}
+	cmd.Flags().BoolVar(&all, "all", false, "kill every sandbox on the daemon")
+	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
+	return cmd
+}
+
+// kill destroys sandboxes ids, or all of them.
+func kill(cmd *cobra.Command, cfg *clientConfig, ids []string, all, asJSON bool) error {
+	ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	cl, daemon, err := cfg.client()
 	if err != nil {
 		return err
 	}
-	switch {
-	case *all && len(ids) > 0:
-		return errors.New("give sandbox IDs or --all, not both")
-	case !*all && len(ids) == 0:
-		fs.Usage()
-		return errors.New("give sandbox IDs, or --all")
-	}
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	if *all {
+	if all {
 		sbs, err := cl.ListSandboxes(ctx)
 		if err != nil {
 			return explain(err, daemon)
@@ -60,7 +75,7 @@ func runKill(ctx context.Context, args []string) error {
 			notFound := errors.Is(err, client.ErrNotFound)
 			r := killResult{ID: id, Killed: err == nil, gone: err == nil || notFound}
 			// A sandbox that --all listed may expire before we get to it.
-			if *all && notFound {
+			if all && notFound {
 				r.Killed = true
 			}
 			if !r.Killed {
@@ -83,26 +98,26 @@ func runKill(ctx context.Context, args []string) error {
 			failed++
 		}
 	}
-	if st, err := defaultTokenStore(); err == nil && len(gone) > 0 {
+	if st, err := defaultSandboxTokens(); err == nil && len(gone) > 0 {
 		if err := st.remove(daemon, gone...); err != nil {
-			fmt.Fprintf(os.Stderr, "cove kill: warning: %v\n", err)
+			fmt.Fprintf(stderr, "cove kill: warning: %v\n", err)
 		}
 	}
 
-	if c.json {
-		if err := printJSON(os.Stdout, results); err != nil {
+	if asJSON {
+		if err := printJSON(stdout, results); err != nil {
 			return err
 		}
 	} else {
 		for _, r := range results {
 			if r.Killed {
-				fmt.Printf("killed %s\n", r.ID)
+				fmt.Fprintf(stdout, "killed %s\n", r.ID)
 			} else {
-				fmt.Fprintf(os.Stderr, "cove kill: %s\n", r.Error)
+				fmt.Fprintf(stderr, "cove kill: %s\n", r.Error)
 			}
 		}
-		if *all && len(ids) == 0 {
-			fmt.Println("no sandboxes")
+		if all && len(ids) == 0 {
+			fmt.Fprintln(stdout, "no sandboxes")
 		}
 	}
 	if failed > 0 {

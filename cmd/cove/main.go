@@ -5,102 +5,102 @@
 //	cove create|ls|exec|cp|kill|info|bench ...   talk to a running daemon
 //	cove snapshot|spawn|branch ...               snapshots and their children
 //	cove mcp                   MCP server over stdio, for Claude Code, Cursor, ...
+//	cove completion bash|zsh|fish                shell completion
 package main
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"os"
 	"os/signal"
-	"sort"
 	"syscall"
+
+	"github.com/spf13/cobra"
 )
-
-// command is one subcommand. run gets the arguments after the subcommand's
-// name and writes its results to stdout.
-type command struct {
-	summary string
-	run     func(ctx context.Context, args []string) error
-}
-
-// commands is filled by each command's file in its init-free constructor
-// below, so that the table is built once, not mutated at run time.
-func commands() map[string]command {
-	return map[string]command{
-		"serve":    {"run the daemon", runServe},
-		"image":    {"build and list guest images (image build|ls)", runImage},
-		"create":   {"create sandboxes", runCreate},
-		"ls":       {"list sandboxes", runLs},
-		"exec":     {"run a command in a sandbox: cove exec ID -- CMD...", runExec},
-		"cp":       {"copy a file into or out of a sandbox: cove cp SRC DST (ID:PATH on one side)", runCp},
-		"kill":     {"destroy sandboxes", runKill},
-		"snapshot": {"build, save, list and remove snapshots (snapshot build|save|ls|rm)", runSnapshot},
-		"spawn":    {"start sandboxes from a snapshot: cove spawn TAG -n N", runSpawn},
-		"branch":   {"snapshot a running sandbox, and start children from it: cove branch ID -n N", runBranch},
-		"info":     {"show the daemon's backend, versions and limits", runInfo},
-		"bench":    {"measure cove against its baselines, JSON out", runBench},
-		"mcp":      {"serve cove's tools to an MCP client over stdio (COVE_URL, COVE_TOKEN)", runMCP},
-		"version":  {"print the version", runVersion},
-	}
-}
 
 // version is set at link time: -ldflags "-X main.version=..."
 var version = "dev"
 
-func usage() {
-	fmt.Fprintf(os.Stderr, "usage: cove COMMAND [flags] [args]\n\ncommands:\n")
-	cmds := commands()
-	names := make([]string, 0, len(cmds))
-	for n := range cmds {
-		names = append(names, n)
+// newRootCmd returns the cove command with every verb under it.
+func newRootCmd() *cobra.Command {
+	cfg := new(clientConfig)
+	root := &cobra.Command{
+		Use:   "cove",
+		Short: "Disposable, isolated Linux sandboxes for AI coding agents",
+		Long: `cove runs disposable, isolated Linux sandboxes for AI coding agents.
+
+cove serve is the daemon; the other verbs are its client. They find it at
+--url or $COVE_URL (default ` + defaultURL + `) and authenticate with its
+API key: --api-key, else $COVE_API_KEY (or $COVE_TOKEN), else the API key
+file the daemon writes (` + defaultAPIKeyFile + `). exec and cp also need the
+sandbox token of their sandbox: create, spawn and branch remember the tokens
+of the sandboxes they make.`,
+		Example: `  ID=$(cove create -q)
+  cove exec $ID -- python3 -c 'print(1+1)'
+  cove kill $ID
+  source <(cove completion bash)   # or zsh, fish`,
+		Version:       version,
+		Args:          cobra.ArbitraryArgs,
+		RunE:          needSubcommand,
+		SilenceErrors: true, // main prints them, with the verb
+		SilenceUsage:  true,
 	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(os.Stderr, "  %-8s %s\n", n, cmds[n].summary)
+	root.SetVersionTemplate("{{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	cfg.addFlags(root.PersistentFlags())
+
+	root.AddGroup(
+		&cobra.Group{ID: groupSandboxes, Title: "Sandboxes:"},
+		&cobra.Group{ID: groupSnapshots, Title: "Snapshots:"},
+		&cobra.Group{ID: groupDaemon, Title: "The daemon and its images:"},
+	)
+	for _, c := range []*cobra.Command{
+		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newKillCmd(cfg),
+		passthrough("info", "Show the daemon's backend, versions and limits", "  cove info\n  cove info --json", runInfo),
+	} {
+		c.GroupID = groupSandboxes
+		root.AddCommand(c)
 	}
-	fmt.Fprintf(os.Stderr, "\nRun 'cove COMMAND -h' for a command's flags.\n")
+	for _, c := range []*cobra.Command{newSnapshotCmd(cfg), newSpawnCmd(cfg), newBranchCmd(cfg)} {
+		c.GroupID = groupSnapshots
+		root.AddCommand(c)
+	}
+	for _, c := range []*cobra.Command{
+		newServeCmd(), newImageCmd(), newMCPCmd(cfg), newVersionCmd(),
+		passthrough("bench", "Measure cove against its baselines, JSON out", "  cove bench --json\n  cove bench --only exec,spawn --out bench.json", runBench),
+	} {
+		c.GroupID = groupDaemon
+		root.AddCommand(c)
+	}
+	keepLetterFlags(root)
+	return root
+}
+
+// The groups root's help lists the verbs in.
+const (
+	groupSandboxes = "sandboxes"
+	groupSnapshots = "snapshots"
+	groupDaemon    = "daemon"
+)
+
+func newVersionCmd() *cobra.Command {
+	return &cobra.Command{
+		Use:   "version",
+		Short: "Print cove's version",
+		Args:  noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_, err := fmt.Fprintln(cmd.OutOrStdout(), version)
+			return err
+		},
+	}
 }
 
 func main() {
-	if len(os.Args) < 2 {
-		usage()
-		os.Exit(2)
-	}
-	name := os.Args[1]
-	if name == "-h" || name == "--help" || name == "help" {
-		usage()
-		return
-	}
-	cmd, ok := commands()[name]
-	if !ok {
-		fmt.Fprintf(os.Stderr, "cove: unknown command %q\n\n", name)
-		usage()
-		os.Exit(2)
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := cmd.run(ctx, os.Args[2:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			os.Exit(2)
-		}
-		var ee exitError
-		if errors.As(err, &ee) {
-			os.Exit(ee.code)
-		}
-		fmt.Fprintf(os.Stderr, "cove %s: %v\n", name, err)
-		os.Exit(1)
+	cmd, err := newRootCmd().ExecuteContextC(ctx)
+	stop()
+	if err != nil {
+		report(os.Stderr, cmd, err)
 	}
-}
-
-// exitError makes cove exit with code without printing anything more, as
-// `cove exec` does with the command's own exit code.
-type exitError struct{ code int }
-
-func (e exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
-
-func runVersion(ctx context.Context, args []string) error {
-	fmt.Println(version)
-	return nil
+	os.Exit(exitCode(err))
 }

@@ -5,7 +5,6 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"log/slog"
@@ -17,6 +16,8 @@ import (
 	goruntime "runtime"
 	"strings"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/internal/api"
 	"github.com/cove-sandbox/cove/internal/image"
@@ -30,35 +31,84 @@ import (
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-func runServe(ctx context.Context, args []string) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	var (
-		addr         = fs.String("addr", "127.0.0.1:8080", "address to listen on")
-		stateDir     = fs.String("state-dir", "/var/lib/cove", "where the database and sandbox state live")
-		imageDir     = fs.String("image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
-		defaultImage = fs.String("image", "default", "image for sandboxes that name none")
-		tokenFile    = fs.String("token-file", "/etc/cove/token", "API key file; created with a new key if missing")
-		backend      = fs.String("backend", "auto", "isolation backend: auto, gvisor or qemu")
-		accel        = fs.String("accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
-		qemuUser     = fs.String("qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
-		runsc        = fs.String("runsc", "runsc", "path to runsc")
-		defaultTTL   = fs.Duration("default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
-		maxTTL       = fs.Duration("max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
-		defaultCPUs  = fs.Int("default-cpus", 1, "vCPUs of a sandbox that asks for none")
-		maxCPUs      = fs.Int("max-cpus", goruntime.NumCPU(), "most vCPUs a sandbox may ask for")
-		defaultMem   = fs.Int("default-memory-mib", 512, "memory of a sandbox that asks for none")
-		maxMem       = fs.Int("max-memory-mib", 8192, "most memory a sandbox may ask for")
-		maxSandboxes = fs.Int("max-sandboxes", 500, "most sandboxes alive at once")
-		poolSize     = fs.Int("pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
-		poolMem      = fs.Int("pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
-		defaultSnap  = fs.String("default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
-		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
-		startTimeout = fs.Duration("start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
-		startPar     = fs.Int("start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
-	)
-	if err := fs.Parse(args); err != nil {
-		return err
+// serveFlags are serve's flags, as cobra parses them.
+type serveFlags struct {
+	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel *string
+
+	defaultTTL, maxTTL, startTimeout *time.Duration
+
+	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar *int
+}
+
+func newServeCmd() *cobra.Command {
+	var f serveFlags
+	cmd := &cobra.Command{
+		Use:   "serve [flags]",
+		Short: "Run the daemon",
+		Long: `Run the cove daemon, as root: the REST API, and MCP at /mcp. On its first
+start it writes a new API key to --api-key-file. Sandboxes outlive it, and
+are re-attached at its next start.`,
+		Example: `  cove serve
+  cove serve --addr 0.0.0.0:8080 --backend qemu --max-sandboxes 100`,
+		Args:              noArgs,
+		ValidArgsFunction: completeNothing,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			return runServe(cmd.Context(), f)
+		},
 	}
+	fs := cmd.Flags()
+	f.addr = fs.String("addr", "127.0.0.1:8080", "address to listen on")
+	f.stateDir = fs.String("state-dir", "/var/lib/cove", "where the database and sandbox state live")
+	f.imageDir = fs.String("image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
+	f.defaultImage = fs.String("image", "default", "image for sandboxes that name none")
+	f.apiKeyFile = fs.String("api-key-file", defaultAPIKeyFile, "API key file; created with a new key if missing")
+	deprecatedAlias(fs, "api-key-file", "token-file")
+	f.backend = fs.String("backend", "auto", "isolation backend: auto, gvisor or qemu")
+	f.accel = fs.String("accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
+	f.qemuUser = fs.String("qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
+	f.runsc = fs.String("runsc", "runsc", "path to runsc")
+	f.defaultTTL = fs.Duration("default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
+	f.maxTTL = fs.Duration("max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
+	f.defaultCPUs = fs.Int("default-cpus", 1, "vCPUs of a sandbox that asks for none")
+	f.maxCPUs = fs.Int("max-cpus", goruntime.NumCPU(), "most vCPUs a sandbox may ask for")
+	f.defaultMem = fs.Int("default-memory-mib", 512, "memory of a sandbox that asks for none")
+	f.maxMem = fs.Int("max-memory-mib", 8192, "most memory a sandbox may ask for")
+	f.maxSandboxes = fs.Int("max-sandboxes", 500, "most sandboxes alive at once")
+	f.poolSize = fs.Int("pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
+	f.poolMem = fs.Int("pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
+	f.defaultSnap = fs.String("default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
+	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
+	f.startTimeout = fs.Duration("start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
+	f.startPar = fs.Int("start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
+	return cmd
+}
+
+func runServe(ctx context.Context, f serveFlags) error {
+	// The flags, by the names the set-up below reads them.
+	var (
+		addr         = f.addr
+		stateDir     = f.stateDir
+		imageDir     = f.imageDir
+		defaultImage = f.defaultImage
+		apiKeyFile   = f.apiKeyFile
+		backend      = f.backend
+		accel        = f.accel
+		qemuUser     = f.qemuUser
+		runsc        = f.runsc
+		defaultTTL   = f.defaultTTL
+		maxTTL       = f.maxTTL
+		defaultCPUs  = f.defaultCPUs
+		maxCPUs      = f.maxCPUs
+		defaultMem   = f.defaultMem
+		maxMem       = f.maxMem
+		maxSandboxes = f.maxSandboxes
+		poolSize     = f.poolSize
+		poolMem      = f.poolMem
+		defaultSnap  = f.defaultSnap
+		logLevel     = f.logLevel
+		startTimeout = f.startTimeout
+		startPar     = f.startPar
+	)
 	if *startTimeout <= 0 {
 		return fmt.Errorf("--start-timeout must be positive, got %s", *startTimeout)
 	}
@@ -71,7 +121,7 @@ func runServe(ctx context.Context, args []string) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the daemon needs root (network namespaces, runsc): run it as root")
 	}
-	key, err := loadOrCreateKey(*tokenFile)
+	key, err := loadOrCreateKey(*apiKeyFile)
 	if err != nil {
 		return err
 	}
@@ -216,12 +266,12 @@ func loadOrCreateKey(path string) (string, error) {
 	if err == nil {
 		key := strings.TrimSpace(string(b))
 		if key == "" {
-			return "", fmt.Errorf("token file %s is empty: delete it to have a new key generated", path)
+			return "", fmt.Errorf("API key file %s is empty: delete it to have a new key generated", path)
 		}
 		return key, nil
 	}
 	if !errors.Is(err, fs.ErrNotExist) {
-		return "", fmt.Errorf("read token file: %w", err)
+		return "", fmt.Errorf("read API key file: %w", err)
 	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
@@ -231,7 +281,7 @@ func loadOrCreateKey(path string) (string, error) {
 	key := hex.EncodeToString(raw[:])
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
-		return "", fmt.Errorf("create token file: %w", err)
+		return "", fmt.Errorf("create API key file: %w", err)
 	}
 	if _, err := f.WriteString(key + "\n"); err != nil {
 		f.Close()

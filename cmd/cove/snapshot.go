@@ -2,153 +2,144 @@ package main
 
 import (
 	"cmp"
-	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
-	"os"
 	"slices"
 	"time"
+
+	"github.com/dustin/go-humanize"
+	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-const snapshotUsageText = `usage: cove snapshot build TAG [--image I] [--warm CMD] [--cpus N] [--memory-mib M] [--pool-size N]
-       cove snapshot save ID TAG
-       cove snapshot ls [-q]
-       cove snapshot rm TAG...
-
-Snapshots are templates that sandboxes start from in milliseconds:
-cove spawn TAG starts sandboxes from one, cove branch ID makes one from
-a running sandbox.
-`
-
-// runSnapshot builds, saves, lists and removes snapshots.
-func runSnapshot(ctx context.Context, args []string) error {
-	if len(args) == 0 {
-		fmt.Fprint(os.Stderr, snapshotUsageText)
-		return flag.ErrHelp
+func newSnapshotCmd(cfg *clientConfig) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "snapshot",
+		Short: "Build, save, list and remove snapshots",
+		Long: `Snapshots are templates that sandboxes start from in milliseconds:
+cove spawn TAG starts sandboxes from one, cove branch ID makes one from a
+running sandbox.`,
+		Example: `  cove snapshot build py --warm 'pip install numpy'
+  cove snapshot save $ID mytag
+  cove snapshot ls
+  cove snapshot rm py`,
+		Args: cobra.ArbitraryArgs,
+		RunE: needSubcommand,
 	}
-	switch args[0] {
-	case "build":
-		return runSnapshotBuild(ctx, args[1:])
-	case "save":
-		return runSnapshotSave(ctx, args[1:])
-	case "ls", "list":
-		return runSnapshotLs(ctx, args[1:])
-	case "rm":
-		return runSnapshotRm(ctx, args[1:])
-	case "-h", "-help", "--help", "help":
-		fmt.Fprint(os.Stderr, snapshotUsageText)
-		return flag.ErrHelp
-	}
-	fmt.Fprintf(os.Stderr, "cove snapshot: unknown subcommand %q\n%s", args[0], snapshotUsageText)
-	return exitError{2}
+	cmd.AddCommand(newSnapshotBuildCmd(cfg), newSnapshotSaveCmd(cfg), newSnapshotLsCmd(cfg), newSnapshotRmCmd(cfg))
+	return cmd
 }
 
-func runSnapshotBuild(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("snapshot build", "snapshot build [flags] TAG")
-	image := fs.String("image", "", "guest image (default: the daemon's)")
-	warm := fs.String("warm", "", "shell command run before the checkpoint (default: the daemon's, importing common Python modules)")
-	cpus := fs.Int("cpus", 0, "CPUs of sandboxes spawned from it (default: the daemon's)")
-	mem := fs.Int("memory-mib", 0, "memory of sandboxes spawned from it, in MiB (default: the daemon's)")
-	pool := fs.Int("pool-size", -1, "sandboxes kept restored and ready to hand out (default: the daemon's)")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newSnapshotBuildCmd(cfg *clientConfig) *cobra.Command {
+	var (
+		req    apitype.CreateSnapshotRequest
+		pool   int
+		asJSON bool
+	)
+	cmd := &cobra.Command{
+		Use:   "build [flags] TAG",
+		Short: "Build a snapshot: boot a sandbox, warm it, checkpoint it",
+		Example: `  cove snapshot build py --warm 'pip install numpy pandas'
+  cove snapshot build big --cpus 4 --memory-mib 4096 --pool-size 0`,
+		Args:              nArgs(1, 1, "give one snapshot TAG"),
+		ValidArgsFunction: completeNothing,
+		RunE: func(cmd *cobra.Command, args []string) error {
+			req.Tag = args[0]
+			if pool >= 0 {
+				req.PoolSize = &pool
+			}
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			stderr := cmd.ErrOrStderr()
+			if isTerminal(stderr) {
+				fmt.Fprintf(stderr, "building snapshot %s: booting a sandbox, warming it and checkpointing; this can take a minute...\n", req.Tag)
+			}
+			t0 := time.Now()
+			si, err := cl.CreateSnapshot(cmd.Context(), req)
+			if err != nil {
+				if errors.Is(err, client.ErrConflict) {
+					err = fmt.Errorf("%w\n  hint: a snapshot %s exists; `cove snapshot rm %s` first, or pick another tag", err, req.Tag, req.Tag)
+				}
+				return explain(err, daemon)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), si)
+			}
+			fmt.Fprintf(stderr, "built in %s\n", time.Since(t0).Round(100*time.Millisecond))
+			return printSnapshots(cmd.OutOrStdout(), []apitype.SnapshotInfo{si})
+		},
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errors.New("give one snapshot TAG")
-	}
-	req := apitype.CreateSnapshotRequest{Tag: pos[0], Image: *image, Warm: *warm, CPUs: *cpus, MemoryMiB: *mem}
-	if *pool >= 0 {
-		req.PoolSize = pool
-	}
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	if isTerminal(os.Stderr) {
-		fmt.Fprintf(os.Stderr, "building snapshot %s: booting a sandbox, warming it and checkpointing; this can take a minute...\n", req.Tag)
-	}
-	t0 := time.Now()
-	si, err := cl.CreateSnapshot(ctx, req)
-	if err != nil {
-		if errors.Is(err, client.ErrConflict) {
-			err = fmt.Errorf("%w\n  hint: a snapshot %s exists; `cove snapshot rm %s` first, or pick another tag", err, req.Tag, req.Tag)
-		}
-		return explain(err, daemon)
-	}
-	if c.json {
-		return printJSON(os.Stdout, si)
-	}
-	fmt.Fprintf(os.Stderr, "built in %s\n", time.Since(t0).Round(100*time.Millisecond))
-	return printSnapshots(os.Stdout, []apitype.SnapshotInfo{si})
+	fs := cmd.Flags()
+	fs.StringVar(&req.Image, "image", "", "guest image (default: the daemon's)")
+	fs.StringVar(&req.Warm, "warm", "", "shell command run before the checkpoint (default: the daemon's, importing common Python modules)")
+	fs.IntVar(&req.CPUs, "cpus", 0, "CPUs of sandboxes spawned from it (default: the daemon's)")
+	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory of sandboxes spawned from it, in MiB (default: the daemon's)")
+	fs.IntVar(&pool, "pool-size", -1, "sandboxes kept restored and ready to hand out (default: the daemon's)")
+	addOutputFlags(fs, &asJSON, nil, "")
+	return cmd
 }
 
-func runSnapshotSave(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("snapshot save", "snapshot save [flags] ID TAG")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newSnapshotSaveCmd(cfg *clientConfig) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:               "save [flags] ID TAG",
+		Short:             "Save a running sandbox as snapshot TAG, without children",
+		Example:           `  cove snapshot save $ID configured`,
+		Args:              nArgs(2, 2, "give a sandbox ID and a snapshot TAG"),
+		ValidArgsFunction: completeFirst(cfg.sandboxIDs),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			id, tag := args[0], args[1]
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			br, err := cl.SnapshotSandbox(cmd.Context(), id, apitype.BranchRequest{Tag: tag})
+			if err != nil {
+				return explain(noSuchSandbox(err, id), daemon)
+			}
+			if asJSON {
+				return printJSON(cmd.OutOrStdout(), br)
+			}
+			fmt.Fprintf(cmd.ErrOrStderr(), "sandbox %s was paused %.1f ms\n", id, br.PauseMs)
+			return printSnapshots(cmd.OutOrStdout(), []apitype.SnapshotInfo{br.SnapshotInfo})
+		},
 	}
-	if len(pos) != 2 {
-		fs.Usage()
-		return errors.New("give a sandbox ID and a snapshot TAG")
-	}
-	id, tag := pos[0], pos[1]
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	br, err := cl.SnapshotSandbox(ctx, id, apitype.BranchRequest{Tag: tag})
-	if err != nil {
-		return explain(noSuchSandbox(err, id), daemon)
-	}
-	if c.json {
-		return printJSON(os.Stdout, br)
-	}
-	fmt.Fprintf(os.Stderr, "sandbox %s was paused %.1f ms\n", id, br.PauseMs)
-	return printSnapshots(os.Stdout, []apitype.SnapshotInfo{br.SnapshotInfo})
+	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
+	return cmd
 }
 
-func runSnapshotLs(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("snapshot ls", "snapshot ls [flags]")
-	quiet := fs.Bool("q", false, "print only the tags, one a line")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newSnapshotLsCmd(cfg *clientConfig) *cobra.Command {
+	var asJSON, tags bool
+	cmd := &cobra.Command{
+		Use:               "ls [flags]",
+		Aliases:           []string{"list"},
+		Short:             "List snapshots, oldest first",
+		Example:           "  cove snapshot ls\n  cove snapshot ls -q",
+		Args:              noArgs,
+		ValidArgsFunction: completeNothing,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			sis, err := cl.ListSnapshots(cmd.Context())
+			if err != nil {
+				return explain(err, daemon)
+			}
+			slices.SortFunc(sis, func(a, b apitype.SnapshotInfo) int {
+				return cmp.Or(cmp.Compare(a.CreatedAtUnix, b.CreatedAtUnix), cmp.Compare(a.Tag, b.Tag))
+			})
+			tag := func(si apitype.SnapshotInfo) string { return si.Tag }
+			return printList(cmd.OutOrStdout(), asJSON, tags, sis, tag, printSnapshots)
+		},
 	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected arguments %q; see cove snapshot ls -h", pos)
-	}
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	sis, err := cl.ListSnapshots(ctx)
-	if err != nil {
-		return explain(err, daemon)
-	}
-	slices.SortFunc(sis, func(a, b apitype.SnapshotInfo) int {
-		return cmp.Or(cmp.Compare(a.CreatedAtUnix, b.CreatedAtUnix), cmp.Compare(a.Tag, b.Tag))
-	})
-	switch {
-	case c.json:
-		if sis == nil {
-			sis = []apitype.SnapshotInfo{} // [] rather than null
-		}
-		return printJSON(os.Stdout, sis)
-	case *quiet:
-		for _, si := range sis {
-			fmt.Println(si.Tag)
-		}
-		return nil
-	}
-	return printSnapshots(os.Stdout, sis)
+	addOutputFlags(cmd.Flags(), &asJSON, &tags, "print only the tags, one a line")
+	return cmd
 }
 
 // printSnapshots writes a table of snapshots.
@@ -169,7 +160,7 @@ func printSnapshots(w io.Writer, sis []apitype.SnapshotInfo) error {
 			age = fmtDuration(now.Sub(time.Unix(si.CreatedAtUnix, 0)))
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%d\t%dMi\t%s\t%d/%d\t%d\t%s\n",
-			si.Tag, from, si.Depth, si.Image, si.CPUs, si.MemoryMiB, fmtBytes(si.SizeBytes),
+			si.Tag, from, si.Depth, si.Image, si.CPUs, si.MemoryMiB, humanize.IBytes(uint64(si.SizeBytes)),
 			si.PoolReady, si.PoolSize, si.Children, age)
 	}
 	return tw.Flush()
@@ -182,17 +173,29 @@ type snapshotRmResult struct {
 	Error   string `json:"error,omitempty"`
 }
 
-func runSnapshotRm(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("snapshot rm", "snapshot rm [flags] TAG...")
-	tags, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newSnapshotRmCmd(cfg *clientConfig) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "rm [flags] TAG...",
+		Short: "Remove snapshots, one at a time in the order given",
+		Long: `Remove snapshots, one at a time in the order given, so that
+cove snapshot rm CHILD PARENT works. A snapshot with sandboxes or
+snapshots made from it alive stays.`,
+		Example:           "  cove snapshot rm py\n  cove snapshot rm $(cove snapshot ls -q)",
+		Args:              nArgs(1, -1, "give snapshot TAGs"),
+		ValidArgsFunction: completeEach(cfg.snapshotTags),
+		RunE: func(cmd *cobra.Command, tags []string) error {
+			return snapshotRm(cmd, cfg, tags, asJSON)
+		},
 	}
-	if len(tags) == 0 {
-		fs.Usage()
-		return errors.New("give snapshot TAGs")
-	}
-	cl, daemon, err := c.client()
+	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
+	return cmd
+}
+
+// snapshotRm removes snapshots tags.
+func snapshotRm(cmd *cobra.Command, cfg *clientConfig, tags []string, asJSON bool) error {
+	ctx, stdout, stderr := cmd.Context(), cmd.OutOrStdout(), cmd.ErrOrStderr()
+	cl, daemon, err := cfg.client()
 	if err != nil {
 		return err
 	}
@@ -209,16 +212,16 @@ func runSnapshotRm(ctx context.Context, args []string) error {
 		}
 		results = append(results, r)
 	}
-	if c.json {
-		if err := printJSON(os.Stdout, results); err != nil {
+	if asJSON {
+		if err := printJSON(stdout, results); err != nil {
 			return err
 		}
 	} else {
 		for _, r := range results {
 			if r.Removed {
-				fmt.Printf("removed %s\n", r.Tag)
+				fmt.Fprintf(stdout, "removed %s\n", r.Tag)
 			} else {
-				fmt.Fprintf(os.Stderr, "cove snapshot rm: %s\n", r.Error)
+				fmt.Fprintf(stderr, "cove snapshot rm: %s\n", r.Error)
 			}
 		}
 	}

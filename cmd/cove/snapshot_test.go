@@ -1,7 +1,6 @@
 package main
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"net/http/httptest"
@@ -18,22 +17,20 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
 	t.Setenv("COVE_URL", srv.URL)
-	t.Setenv("COVE_TOKEN", "key")
-	ctx := context.Background()
-	run := func(fn func(context.Context, []string) error, args ...string) (string, error) {
-		return captureStdout(t, func() error { return fn(ctx, args) })
-	}
-	st, _ := defaultTokenStore()
+	t.Setenv("COVE_TOKEN", "key") // the API key's old name
+	t.Setenv("COVE_API_KEY", "")
+	run := func(args ...string) (string, error) { return runCLI(t, args...) }
+	st, _ := defaultSandboxTokens()
 
-	out, err := run(runSnapshot, "build", "py", "--warm", "true", "--pool-size", "0")
+	out, err := run("snapshot", "build", "py", "--warm", "true", "--pool-size", "0")
 	if err != nil || !strings.Contains(out, "TAG") || !strings.Contains(out, "py") {
 		t.Fatalf("snapshot build: %q, %v", out, err)
 	}
-	if _, err := run(runSnapshot, "build", "py"); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), "hint") {
+	if _, err := run("snapshot", "build", "py"); !errors.Is(err, client.ErrConflict) || !strings.Contains(err.Error(), "hint") {
 		t.Errorf("building a tag twice: %v", err)
 	}
 
-	out, err = run(runSpawn, "py", "-n", "2", "-q")
+	out, err = run("spawn", "py", "-n", "2", "-q")
 	ids := strings.Fields(out)
 	if err != nil || len(ids) != 2 {
 		t.Fatalf("spawn -q: %q, %v", out, err)
@@ -43,14 +40,14 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 			t.Errorf("spawn did not save the token of %s: %q", id, tok)
 		}
 	}
-	if _, err := run(runSpawn, "nope"); !errors.Is(err, client.ErrNotFound) {
+	if _, err := run("spawn", "nope"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("spawn from a missing snapshot: %v", err)
 	}
-	if _, err := run(runSpawn, "py", "-n", "0"); err == nil {
+	if _, err := run("spawn", "py", "-n", "0"); err == nil {
 		t.Error("spawn -n 0 succeeded")
 	}
 
-	out, err = run(runBranch, ids[0], "-n", "2", "--tag", "b1")
+	out, err = run("branch", ids[0], "-n", "2", "--tag", "b1")
 	if err != nil || !strings.Contains(out, "snapshot  b1 (depth 1, branched from "+ids[0]+", spawned from py)") ||
 		!strings.Contains(out, "paused    42.0 ms") || strings.Count(out, "sb-") != 3 {
 		t.Errorf("branch: %q, %v", out, err)
@@ -60,32 +57,32 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 			t.Errorf("branch did not save the token of child %s: %q", id, tok)
 		}
 	}
-	out, err = run(runBranch, "--json", ids[0], "--tag", "b2")
+	out, err = run("branch", "--json", ids[0], "--tag", "b2")
 	var br apitype.BranchResponse
 	if err != nil || json.Unmarshal([]byte(out), &br) != nil || br.Tag != "b2" || br.PauseMs != 42 {
 		t.Errorf("branch --json: %q, %v", out, err)
 	}
 
-	out, err = run(runSnapshot, "ls", "-q")
+	out, err = run("snapshot", "ls", "-q")
 	if err != nil || out != "b1\nb2\npy\n" {
 		t.Errorf("snapshot ls -q: %q, %v", out, err)
 	}
-	out, err = run(runSnapshot, "ls")
+	out, err = run("snapshot", "ls")
 	if err != nil || !strings.Contains(out, "CHILDREN") || !strings.Contains(out, ids[0]+"@py") {
 		t.Errorf("snapshot ls: %q, %v", out, err)
 	}
 
 	// py has children alive: rm refuses, saying what to do; b2 goes.
-	out, err = run(runSnapshot, "rm", "b2", "py")
+	out, err = run("snapshot", "rm", "b2", "py")
 	if err == nil || out != "removed b2\n" {
 		t.Errorf("snapshot rm b2 py: %q, %v", out, err)
 	}
-	out, err = run(runSnapshot, "rm", "--json", "py")
+	out, err = run("snapshot", "rm", "--json", "py")
 	if err == nil || !strings.Contains(out, `"removed": false`) || !strings.Contains(out, "IMAGE@py") {
 		t.Errorf("snapshot rm --json of a used snapshot: %q, %v", out, err)
 	}
 
-	if _, err := run(runSnapshot, "frobnicate"); !errors.Is(err, exitError{2}) {
+	if _, err := run("snapshot", "frobnicate"); exitCode(err) != 2 {
 		t.Errorf("unknown subcommand: %v", err)
 	}
 }

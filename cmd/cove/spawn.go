@@ -1,49 +1,52 @@
 package main
 
 import (
-	"context"
-	"errors"
-	"fmt"
 	"time"
+
+	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
-func runSpawn(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("spawn", "spawn [flags] TAG")
-	n := fs.Int("n", 1, "how many sandboxes to start from the snapshot")
-	ttl := fs.Duration("ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
-	prewarm := fs.Bool("prewarm", false, "also refill the snapshot's warm pool, so the next spawn is served from it")
-	quiet := fs.Bool("q", false, "print only the sandbox ids, one a line")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
+func newSpawnCmd(cfg *clientConfig) *cobra.Command {
+	var (
+		req         apitype.CreateSandboxRequest
+		ttl         time.Duration
+		asJSON, ids bool
+	)
+	cmd := &cobra.Command{
+		Use:   "spawn [flags] TAG",
+		Short: "Start sandboxes from a snapshot",
+		Long: `Start sandboxes from snapshot TAG (cove snapshot ls lists them): in
+milliseconds from its warm pool, else restored. Their sandbox tokens are
+remembered for exec and cp; --json shows them.`,
+		Example: `  ID=$(cove spawn default -q)
+  cove spawn py -n 10 --ttl 30m
+  cove spawn py --prewarm`,
+		Args:              nArgs(1, 1, "give one snapshot TAG (`cove snapshot ls` lists them)"),
+		ValidArgsFunction: completeFirst(cfg.snapshotTags),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := checkNTTL(req.N, 1, ttl); err != nil {
+				return err
+			}
+			req.SnapshotTag, req.TTLSecs = args[0], int64(ttl/time.Second)
+			cl, daemon, err := cfg.client()
+			if err != nil {
+				return err
+			}
+			sbs, err := cl.CreateSandboxes(cmd.Context(), req)
+			if err != nil {
+				return explain(snapshotHint(err, req.SnapshotTag), daemon)
+			}
+			// Save the tokens before printing: they exist only in this answer.
+			rememberSandboxTokens(cmd.ErrOrStderr(), "spawn", daemon, sbs)
+			return printMade(cmd.OutOrStdout(), asJSON, ids, sbs)
+		},
 	}
-	if len(pos) != 1 {
-		fs.Usage()
-		return errors.New("give one snapshot TAG (`cove snapshot ls` lists them)")
-	}
-	if *n < 1 || *n > apitype.MaxN {
-		return fmt.Errorf("-n must be between 1 and %d", apitype.MaxN)
-	}
-	if *ttl != 0 && *ttl < time.Second {
-		return fmt.Errorf("--ttl must be at least 1s")
-	}
-	tag := pos[0]
-	cl, daemon, err := c.client()
-	if err != nil {
-		return err
-	}
-	sbs, err := cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
-		SnapshotTag: tag,
-		N:           *n,
-		TTLSecs:     int64(*ttl / time.Second),
-		Prewarm:     *prewarm,
-	})
-	if err != nil {
-		return explain(snapshotHint(err, tag), daemon)
-	}
-	// Save the tokens before printing: they exist only in this answer.
-	rememberTokens("spawn", daemon, sbs)
-	return printMade(c.json, *quiet, sbs)
+	fs := cmd.Flags()
+	fs.IntVarP(&req.N, "count", "n", 1, "how many sandboxes to start from the snapshot")
+	fs.DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
+	fs.BoolVar(&req.Prewarm, "prewarm", false, "also refill the snapshot's warm pool, so the next spawn is served from it")
+	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
+	return cmd
 }

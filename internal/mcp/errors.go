@@ -22,7 +22,7 @@ func (s *Server) explain(ctx context.Context, err error, sandboxID string) error
 	switch {
 	case errors.Is(err, client.ErrUnauthorized):
 		return fmt.Errorf("the cove daemon refused this MCP server's API key (%v). This is a setup problem the user must fix: "+
-			"the MCP server needs COVE_TOKEN set to the daemon's API key (the daemon writes it to /etc/cove/token)", err)
+			"the MCP server needs COVE_API_KEY set to the daemon's API key (the daemon writes it to /etc/cove/token)", err)
 	case errors.Is(err, client.ErrForbidden):
 		return fmt.Errorf("sandbox %s refused the sandbox token (%v). Pass the token that create_sandbox, spawn_sandboxes or branch_sandbox "+
 			"returned for this sandbox as sandbox_token, or omit sandbox_token for sandboxes this session created", sandboxID, err)

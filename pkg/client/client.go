@@ -2,8 +2,8 @@
 //
 // Control-plane calls (create, list, delete, ...) authenticate with the
 // daemon's API key. Data-plane calls (ping, exec, eval, files, wait) also
-// carry the sandbox's own token, which the daemon returns only once, from
-// CreateSandboxes.
+// carry the sandbox token, the sandbox's own credential, which the daemon
+// returns only once, from CreateSandboxes or Branch.
 package client
 
 import (
@@ -130,7 +130,7 @@ func (c *Client) Info(ctx context.Context) (apitype.Info, error) {
 
 // CreateSandboxes creates req.N sandboxes (1 if N is 0), cold from an
 // image or restored from req.SnapshotTag. The result is the only place
-// their tokens appear; keep them. A call for more than one sandbox gets
+// their sandbox tokens appear; keep them. A call for more than one sandbox gets
 // SlowTimeout on top of the Client's timeout.
 func (c *Client) CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error) {
 	var extra time.Duration
@@ -178,7 +178,7 @@ func (c *Client) DeleteSnapshot(ctx context.Context, tag string) error {
 
 // Branch checkpoints the running sandbox id into a new snapshot while it
 // keeps running and, with req.N > 0, spawns req.N children from it. The
-// answer carries the children's tokens, which appear nowhere else.
+// answer carries the children's sandbox tokens, which appear nowhere else.
 func (c *Client) Branch(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
 	var out apitype.BranchResponse
 	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/branch"), nil, "", req, &out)
@@ -193,14 +193,14 @@ func (c *Client) SnapshotSandbox(ctx context.Context, id string, req apitype.Bra
 	return out, err
 }
 
-// ListSandboxes returns every sandbox, without tokens.
+// ListSandboxes returns every sandbox, without sandbox tokens.
 func (c *Client) ListSandboxes(ctx context.Context) ([]apitype.SandboxInfo, error) {
 	var out []apitype.SandboxInfo
 	err := c.call(ctx, 0, http.MethodGet, "/v1/sandboxes", nil, "", nil, &out)
 	return out, err
 }
 
-// GetSandbox returns one sandbox, without its token.
+// GetSandbox returns one sandbox, without its sandbox token.
 func (c *Client) GetSandbox(ctx context.Context, id string) (apitype.SandboxInfo, error) {
 	var out apitype.SandboxInfo
 	err := c.call(ctx, 0, http.MethodGet, sandboxPath(id, ""), nil, "", nil, &out)
@@ -221,44 +221,44 @@ func (c *Client) Extend(ctx context.Context, id string, ttlSecs int64) (apitype.
 }
 
 // Ping checks that the sandbox's agent answers.
-func (c *Client) Ping(ctx context.Context, id, token string) (apitype.PingResponse, error) {
+func (c *Client) Ping(ctx context.Context, id, sandboxToken string) (apitype.PingResponse, error) {
 	var out apitype.PingResponse
-	err := c.call(ctx, 0, http.MethodPost, sandboxPath(id, "/ping"), nil, token, nil, &out)
+	err := c.call(ctx, 0, http.MethodPost, sandboxPath(id, "/ping"), nil, sandboxToken, nil, &out)
 	return out, err
 }
 
 // Exec runs a command in the sandbox and returns its output and exit code.
 // A command that exits non-zero is not an error.
-func (c *Client) Exec(ctx context.Context, id, token string, req apitype.ExecRequest) (apitype.ExecResponse, error) {
+func (c *Client) Exec(ctx context.Context, id, sandboxToken string, req apitype.ExecRequest) (apitype.ExecResponse, error) {
 	var out apitype.ExecResponse
-	err := c.call(ctx, secs(req.TimeoutSecs), http.MethodPost, sandboxPath(id, "/exec"), nil, token, req, &out)
+	err := c.call(ctx, secs(req.TimeoutSecs), http.MethodPost, sandboxPath(id, "/exec"), nil, sandboxToken, req, &out)
 	return out, err
 }
 
 // Eval evaluates code in the sandbox's interpreter.
-func (c *Client) Eval(ctx context.Context, id, token string, req apitype.EvalRequest) (apitype.EvalResponse, error) {
+func (c *Client) Eval(ctx context.Context, id, sandboxToken string, req apitype.EvalRequest) (apitype.EvalResponse, error) {
 	var out apitype.EvalResponse
-	err := c.call(ctx, secs(req.TimeoutSecs), http.MethodPost, sandboxPath(id, "/eval"), nil, token, req, &out)
+	err := c.call(ctx, secs(req.TimeoutSecs), http.MethodPost, sandboxPath(id, "/eval"), nil, sandboxToken, req, &out)
 	return out, err
 }
 
 // Wait waits until req.Text appears in the file req.Path in the sandbox, or
 // req.TimeoutSecs pass.
-func (c *Client) Wait(ctx context.Context, id, token string, req apitype.WaitRequest) (apitype.WaitResponse, error) {
+func (c *Client) Wait(ctx context.Context, id, sandboxToken string, req apitype.WaitRequest) (apitype.WaitResponse, error) {
 	var out apitype.WaitResponse
-	err := c.call(ctx, secs(req.TimeoutSecs), http.MethodPost, sandboxPath(id, "/wait"), nil, token, req, &out)
+	err := c.call(ctx, secs(req.TimeoutSecs), http.MethodPost, sandboxPath(id, "/wait"), nil, sandboxToken, req, &out)
 	return out, err
 }
 
 // ListFiles lists path in the sandbox, descending depth levels (0: the
 // daemon's default).
-func (c *Client) ListFiles(ctx context.Context, id, token, path string, depth int) (apitype.ListFilesResponse, error) {
+func (c *Client) ListFiles(ctx context.Context, id, sandboxToken, path string, depth int) (apitype.ListFilesResponse, error) {
 	q := url.Values{"path": {path}}
 	if depth > 0 {
 		q.Set("depth", strconv.Itoa(depth))
 	}
 	var out apitype.ListFilesResponse
-	err := c.call(ctx, 0, http.MethodGet, sandboxPath(id, "/list"), q, token, nil, &out)
+	err := c.call(ctx, 0, http.MethodGet, sandboxPath(id, "/list"), q, sandboxToken, nil, &out)
 	return out, err
 }
 
@@ -267,9 +267,9 @@ func (c *Client) ListFiles(ctx context.Context, id, token, path string, depth in
 // held in memory. size is r's length if known, else -1; a known size lets
 // the daemon refuse an oversized file before any of it is sent. r is not
 // closed. Only ctx bounds the call.
-func (c *Client) PutFile(ctx context.Context, id, token, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error) {
+func (c *Client) PutFile(ctx context.Context, id, sandboxToken, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error) {
 	q := url.Values{"path": {path}, "mode": {fmt.Sprintf("%04o", mode.Perm())}}
-	req, err := c.newRequest(ctx, http.MethodPut, sandboxPath(id, "/files"), q, token)
+	req, err := c.newRequest(ctx, http.MethodPut, sandboxPath(id, "/files"), q, sandboxToken)
 	if err != nil {
 		return apitype.FileInfo{}, err
 	}
@@ -283,7 +283,7 @@ func (c *Client) PutFile(ctx context.Context, id, token, path string, mode fs.Fi
 		// while still letting it use r's WriterTo.
 		req.Body = io.NopCloser(r)
 		req.ContentLength = size // -1: chunked
-		// Let the daemon refuse (bad token, no such sandbox, too large)
+		// Let the daemon refuse (bad sandbox token, no such sandbox, too large)
 		// before we send what may be gigabytes.
 		req.Header.Set("Expect", "100-continue")
 	}
@@ -298,19 +298,19 @@ func (c *Client) PutFile(ctx context.Context, id, token, path string, mode fs.Fi
 // returned body, which streams the file. The FileInfo has the path asked
 // for, Type "file", Size from Content-Length (-1 if unknown), and Mode and
 // MtimeUnix when the daemon sends them. Only ctx bounds the call.
-func (c *Client) GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error) {
-	return c.GetFileRange(ctx, id, token, path, 0, 0)
+func (c *Client) GetFile(ctx context.Context, id, sandboxToken, path string) (io.ReadCloser, apitype.FileInfo, error) {
+	return c.GetFileRange(ctx, id, sandboxToken, path, 0, 0)
 }
 
 // GetFileRange streams at most length bytes (0: all) of a file, starting at
 // offset. The FileInfo's Size is the whole file's size.
-func (c *Client) GetFileRange(ctx context.Context, id, token, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error) {
+func (c *Client) GetFileRange(ctx context.Context, id, sandboxToken, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error) {
 	q := url.Values{"path": {path}}
 	if offset != 0 || length != 0 {
 		q.Set("offset", strconv.FormatInt(offset, 10))
 		q.Set("length", strconv.FormatInt(length, 10))
 	}
-	req, err := c.newRequest(ctx, http.MethodGet, sandboxPath(id, "/files"), q, token)
+	req, err := c.newRequest(ctx, http.MethodGet, sandboxPath(id, "/files"), q, sandboxToken)
 	if err != nil {
 		return nil, apitype.FileInfo{}, err
 	}
@@ -358,13 +358,13 @@ func snapshotPath(tag string) string {
 // call sends a JSON request (body nil: none) and decodes a JSON answer into
 // out (nil: discard it). It bounds the call by the Client's timeout plus
 // extra, the time the request itself asks the daemon to take.
-func (c *Client) call(ctx context.Context, extra time.Duration, method, path string, q url.Values, token string, body, out any) error {
+func (c *Client) call(ctx context.Context, extra time.Duration, method, path string, q url.Values, sandboxToken string, body, out any) error {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout+extra)
 		defer cancel()
 	}
-	req, err := c.newRequest(ctx, method, path, q, token)
+	req, err := c.newRequest(ctx, method, path, q, sandboxToken)
 	if err != nil {
 		return err
 	}
@@ -381,7 +381,7 @@ func (c *Client) call(ctx context.Context, extra time.Duration, method, path str
 	return c.do(req, out)
 }
 
-func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, token string) (*http.Request, error) {
+func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, sandboxToken string) (*http.Request, error) {
 	u := c.base + path
 	if len(q) > 0 {
 		u += "?" + q.Encode()
@@ -393,8 +393,8 @@ func (c *Client) newRequest(ctx context.Context, method, path string, q url.Valu
 	if c.apiKey != "" && path != "/healthz" {
 		req.Header.Set("Authorization", "Bearer "+c.apiKey)
 	}
-	if token != "" {
-		req.Header.Set(apitype.SandboxTokenHeader, token)
+	if sandboxToken != "" {
+		req.Header.Set(apitype.SandboxTokenHeader, sandboxToken)
 	}
 	req.Header.Set("Accept", "application/json")
 	if c.ua != "" {
