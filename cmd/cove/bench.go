@@ -1,20 +1,62 @@
 package main
 
 import (
-	"context"
-	"flag"
-	"fmt"
-	"os"
 	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/cove-sandbox/cove/internal/bench"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-// runBench is cove bench: its flags, and the daemon it measures.
-func runBench(ctx context.Context, args []string) error {
-	fs, c := newFlagSet("bench", "bench [flags]")
+// newBenchCmd is cove bench: its flags, and the daemon it measures; the
+// harness is internal/bench.
+func newBenchCmd(cfg *clientConfig) *cobra.Command {
 	o := bench.Defaults()
+	var backend, accel, imageDir string
+	cmd := &cobra.Command{
+		Use:   "bench [flags]",
+		Short: "Measure cove against its baselines, JSON out",
+		Long: `Measure the running daemon (or, with --backend qemu, a temporary QEMU daemon
+this binary starts): create, exec, eval, file transfer, spawn, warm pool,
+branch and snapshot chains, each beside a baseline from the same run. Run it
+as root on the daemon's host: the baselines run runsc and read /proc.`,
+		Example: "  cove bench --json\n  cove bench --only exec,spawn --out bench.json\n  cove bench --backend qemu",
+		Args:    noArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			switch backend {
+			case "":
+			case "qemu":
+				given := map[string]bool{}
+				cmd.Flags().Visit(func(f *pflag.Flag) { given[f.Name] = true })
+				o.ForQEMU(given)
+			default:
+				return usageErrorf("--backend %q: want qemu, or none for the running daemon", backend)
+			}
+			if err := o.Validate(); err != nil {
+				return usageError{err}
+			}
+			ctx := cmd.Context()
+			var cl *client.Client
+			var daemon string
+			if backend == "qemu" {
+				d, err := bench.StartQEMU(ctx, accel, imageDir, cmd.ErrOrStderr())
+				if err != nil {
+					return err
+				}
+				defer d.Stop(ctx)
+				cl, daemon = client.New(d.URL, d.Key, client.WithUserAgent("cove-cli/"+version)), d.URL
+			} else {
+				var err error
+				if cl, daemon, err = cfg.client(); err != nil {
+					return err
+				}
+			}
+			return explain(bench.Run(ctx, cl, o, cmd.OutOrStdout(), cmd.ErrOrStderr()), daemon)
+		},
+	}
+	fs := cmd.Flags()
 	fs.IntVar(&o.Creates, "creates", o.Creates, "sequential single creates to time (each deleted after)")
 	fs.IntVar(&o.Execs, "execs", o.Execs, "execs of `true` to time in one warm sandbox")
 	fs.IntVar(&o.Evals, "evals", o.Evals, "evals of 1+1 to time")
@@ -25,48 +67,17 @@ func runBench(ctx context.Context, args []string) error {
 	fs.IntVar(&o.PoolSize, "pool-size", o.PoolSize, "size of the warm pool hand-outs come from")
 	fs.IntVar(&o.SpawnN, "spawn-n", o.SpawnN, "children to spawn in one request, then measure the Pss of (0: skip)")
 	fs.IntVar(&o.Branches, "branches", o.Branches, "branches to time per dirty size")
-	fs.Var(&o.BranchMiB, "branch-mib", "MiB written in the source before each branch, a comma-separated `list`")
+	fs.Var(&o.BranchMiB, "branch-mib", "MiB written in the source before each branch, comma-separated")
 	fs.IntVar(&o.ChainDepth, "chain-depth", o.ChainDepth, "depth of the snapshot chain to spawn from")
 	fs.IntVar(&o.ChainSamples, "chain-samples", o.ChainSamples, "spawns to time at each chain depth")
-	fs.Var(&o.Only, "only", "run only these benchmarks, a comma-separated `list` of: "+strings.Join(bench.Groups(), ", "))
-	fs.Var(&o.Skip, "skip", "skip these benchmarks, a comma-separated `list` (names as for --only)")
+	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
+	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")
 	fs.StringVar(&o.RunscRoot, "runsc-root", o.RunscRoot, "the daemon's runsc --root: sandboxes/.runsc in its --state-dir")
 	fs.StringVar(&o.Out, "out", "", "also write the JSON result to this file")
-	backend := fs.String("backend", "", "empty: benchmark the running daemon; qemu: start a temporary QEMU daemon (this binary) for the run")
-	accel := fs.String("accel", "tcg", "with --backend qemu: QEMU accelerator (tcg, kvm or auto)")
-	imageDir := fs.String("image-dir", "/var/lib/cove/images", "with --backend qemu: where the daemon finds images (with VM artifacts)")
-	pos, err := parseArgs(fs, args, -1)
-	if err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return fmt.Errorf("unexpected arguments %q; see cove bench -h", pos)
-	}
-	o.JSON = c.json
-	switch *backend {
-	case "":
-	case "qemu":
-		given := map[string]bool{}
-		fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
-		o.ForQEMU(given)
-	default:
-		return fmt.Errorf("--backend %q: want qemu, or none for the running daemon", *backend)
-	}
-	if err := o.Validate(); err != nil {
-		return err
-	}
-	var cl *client.Client
-	var daemon string
-	if *backend == "qemu" {
-		d, err := bench.StartQEMU(ctx, *accel, *imageDir, os.Stderr)
-		if err != nil {
-			return err
-		}
-		defer d.Stop(ctx)
-		cl, daemon = client.New(d.URL, d.Key, client.WithUserAgent("cove-cli/"+version)), d.URL
-	} else if cl, daemon, err = c.client(); err != nil {
-		return err
-	}
-	return explain(bench.Run(ctx, cl, o, os.Stdout, os.Stderr), daemon)
+	fs.BoolVar(&o.JSON, "json", false, "print JSON rather than a table")
+	fs.StringVar(&backend, "backend", "", "empty: benchmark the running daemon; qemu: start a temporary QEMU daemon (this binary) for the run")
+	fs.StringVar(&accel, "accel", "tcg", "with --backend qemu: QEMU accelerator (tcg, kvm or auto)")
+	fs.StringVar(&imageDir, "image-dir", "/var/lib/cove/images", "with --backend qemu: where the daemon finds images (with VM artifacts)")
+	return cmd
 }

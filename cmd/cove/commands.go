@@ -1,11 +1,9 @@
 package main
 
 // What every verb shares: how errors become exit codes, argument checks,
-// the verbs that parse their own flags, and the flag spellings kept from
-// before cobra.
+// and the flag spellings kept from before cobra.
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -91,38 +89,6 @@ func nArgs(min, max int, want string) cobra.PositionalArgs {
 		}
 		return nil
 	}
-}
-
-// passthrough makes a verb of run, which parses its own flags (info and
-// bench, with the flag package): cobra hands it every argument, and its
-// help is the summary, the examples and then run's own flag list.
-func passthrough(name, short, example string, run func(context.Context, []string) error) *cobra.Command {
-	cmd := &cobra.Command{
-		Use:                name + " [flags]",
-		Short:              short,
-		Example:            example,
-		DisableFlagParsing: true,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			for _, a := range args {
-				if a == "--" {
-					break
-				}
-				if a == "-h" || a == "-help" || a == "--help" {
-					return cmd.Help()
-				}
-			}
-			return run(cmd.Context(), args)
-		},
-	}
-	cmd.SetHelpFunc(func(cmd *cobra.Command, _ []string) {
-		fmt.Fprintf(cmd.OutOrStdout(), "%s\n\nExamples:\n%s\n\n", short, example)
-		ctx := cmd.Context()
-		if ctx == nil { // `cove help info` runs this outside Execute
-			ctx = context.Background()
-		}
-		run(ctx, []string{"-h"}) // prints the flags; its flag.ErrHelp means nothing more
-	})
-	return cmd
 }
 
 // keepLetterFlags lets every one-letter flag under cmd (-n, -q, -e, ...)

@@ -6,7 +6,6 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io/fs"
 	"net"
@@ -105,59 +104,6 @@ func (c *clientConfig) client(opts ...client.Option) (*client.Client, string, er
 	u := c.baseURL()
 	opts = append([]client.Option{client.WithUserAgent("cove-cli/" + version)}, opts...)
 	return client.New(u, key, opts...), u, nil
-}
-
-// common holds the flags of the verbs that parse their own with the flag
-// package (info, bench): the client's and --json.
-type common struct {
-	clientConfig
-	json bool
-}
-
-// newFlagSet returns a flag set for verb name with the common flags.
-// usage is the synopsis after "cove ", e.g. "info [flags]".
-func newFlagSet(name, usage string) (*flag.FlagSet, *common) {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	c := new(common)
-	fs.StringVar(&c.url, "url", "", urlUsage)
-	fs.StringVar(&c.apiKey, "api-key", "", apiKeyUsage)
-	fs.StringVar(&c.apiKeyFile, "api-key-file", defaultAPIKeyFile, apiKeyFileUsage)
-	fs.StringVar(&c.apiKeyFile, "token-file", defaultAPIKeyFile, "deprecated: use --api-key-file")
-	fs.BoolVar(&c.json, "json", false, "print JSON")
-	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: cove %s\n\nflags:\n", usage)
-		fs.PrintDefaults()
-	}
-	return fs, c
-}
-
-// parseArgs parses flags wherever they appear among args, so that a flag
-// after an argument counts, and returns the positional arguments. "--"
-// ends flag parsing. Once maxPos positional arguments are collected
-// (maxPos < 0: never), the next positional argument also ends flag
-// parsing.
-func parseArgs(fs *flag.FlagSet, args []string, maxPos int) ([]string, error) {
-	var pos []string
-	for {
-		if err := fs.Parse(args); err != nil {
-			return nil, err
-		}
-		rest := fs.Args()
-		// Parse consumes a "--" and stops; a positional argument it only
-		// stops at. (A flag whose value is literally "--" fools this.)
-		consumed := len(args) - len(rest)
-		if consumed > 0 && args[consumed-1] == "--" {
-			return append(pos, rest...), nil
-		}
-		if len(rest) == 0 {
-			return pos, nil
-		}
-		if maxPos >= 0 && len(pos) >= maxPos {
-			return append(pos, rest...), nil
-		}
-		pos = append(pos, rest[0])
-		args = rest[1:]
-	}
 }
 
 // explain adds what to do next to errors that have a usual cause.

@@ -2,61 +2,14 @@ package main
 
 import (
 	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/spf13/cobra"
 )
-
-func TestParseArgs(t *testing.T) {
-	tests := []struct {
-		name   string
-		args   []string
-		maxPos int
-		want   []string
-		json   bool
-		cwd    string
-	}{
-		{"flags first", []string{"--json", "a", "b"}, -1, []string{"a", "b"}, true, ""},
-		{"flags interspersed", []string{"a", "--json", "b"}, -1, []string{"a", "b"}, true, ""},
-		{"flags last", []string{"a", "b", "-json"}, -1, []string{"a", "b"}, true, ""},
-		{"dashdash", []string{"a", "--", "--json"}, -1, []string{"a", "--json"}, false, ""},
-		{"stdin dash", []string{"-", "id:x"}, -1, []string{"-", "id:x"}, false, ""},
-		{"exec: command keeps its flags", []string{"id", "ls", "-la", "--json"}, 1, []string{"id", "ls", "-la", "--json"}, false, ""},
-		{"exec: flags after id", []string{"id", "--cwd", "/tmp", "--", "ls", "-la"}, 1, []string{"id", "ls", "-la"}, false, "/tmp"},
-		{"exec: flags before id", []string{"--json", "--cwd=/x", "id", "ls"}, 1, []string{"id", "ls"}, true, "/x"},
-		{"exec: dashdash in command", []string{"id", "git", "log", "--", "f"}, 1, []string{"id", "git", "log", "--", "f"}, false, ""},
-		{"exec: dashdash before id", []string{"--", "id", "ls"}, 1, []string{"id", "ls"}, false, ""},
-		{"none", nil, -1, nil, false, ""},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("t", flag.ContinueOnError)
-			js := fs.Bool("json", false, "")
-			cwd := fs.String("cwd", "", "")
-			got, err := parseArgs(fs, tt.args, tt.maxPos)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !slices.Equal(got, tt.want) || *js != tt.json || *cwd != tt.cwd {
-				t.Errorf("got %q json=%v cwd=%q, want %q json=%v cwd=%q", got, *js, *cwd, tt.want, tt.json, tt.cwd)
-			}
-		})
-	}
-}
-
-func TestParseArgsUnknownFlag(t *testing.T) {
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if _, err := parseArgs(fs, []string{"a", "--nope"}, -1); err == nil {
-		t.Error("unknown flag after a positional argument was accepted")
-	}
-}
 
 func TestBaseURL(t *testing.T) {
 	tests := []struct{ flag, env, want string }{
@@ -153,11 +106,6 @@ func TestKeyFlags(t *testing.T) {
 				t.Errorf("key = %q, %v; want %q", got, err, tt.want)
 			}
 		})
-	}
-	// info parses its own flags, the same ones.
-	fs, c := newFlagSet("info", "info")
-	if _, err := parseArgs(fs, []string{"--token-file", file}, -1); err != nil || c.apiKeyFile != file {
-		t.Errorf("info --token-file: %q, %v", c.apiKeyFile, err)
 	}
 }
 

@@ -56,7 +56,7 @@ of the sandboxes they make.`,
 	)
 	for _, c := range []*cobra.Command{
 		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newKillCmd(cfg),
-		passthrough("info", "Show the daemon's backend, versions and limits", "  cove info\n  cove info --json", runInfo),
+		newInfoCmd(cfg),
 	} {
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)
@@ -66,8 +66,7 @@ of the sandboxes they make.`,
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{
-		newServeCmd(), newImageCmd(), newMCPCmd(cfg), newVersionCmd(),
-		passthrough("bench", "Measure cove against its baselines, JSON out", "  cove bench --json\n  cove bench --only exec,spawn --out bench.json", runBench),
+		newServeCmd(), newImageCmd(), newMCPCmd(cfg), newVersionCmd(), newBenchCmd(cfg),
 	} {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)

@@ -17,16 +17,6 @@ func TestFormatters(t *testing.T) {
 			t.Errorf("fmtDuration(%v) = %q, want %q", c.d, got, c.want)
 		}
 	}
-	for _, c := range []struct {
-		n    int64
-		want string
-	}{
-		{0, "0 B"}, {1023, "1023 B"}, {1024, "1.0 KiB"}, {1536, "1.5 KiB"}, {1 << 30, "1.0 GiB"},
-	} {
-		if got := fmtBytes(c.n); got != c.want {
-			t.Errorf("fmtBytes(%d) = %q, want %q", c.n, got, c.want)
-		}
-	}
 	now := time.Unix(1000, 0)
 	if got := fmtUntil(now, 900); got != "expired" {
 		t.Errorf("fmtUntil past = %q", got)

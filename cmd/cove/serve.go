@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -22,6 +20,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/api"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/mcp"
+	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
 	"github.com/cove-sandbox/cove/internal/runtime/qemu"
@@ -31,13 +30,13 @@ import (
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-// serveFlags are serve's flags, as cobra parses them.
+// serveFlags are serve's flags.
 type serveFlags struct {
-	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel *string
+	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel string
 
-	defaultTTL, maxTTL, startTimeout *time.Duration
+	defaultTTL, maxTTL, startTimeout time.Duration
 
-	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar *int
+	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar int
 }
 
 func newServeCmd() *cobra.Command {
@@ -57,63 +56,47 @@ are re-attached at its next start.`,
 		},
 	}
 	fs := cmd.Flags()
-	f.addr = fs.String("addr", "127.0.0.1:8080", "address to listen on")
-	f.stateDir = fs.String("state-dir", "/var/lib/cove", "where the database and sandbox state live")
-	f.imageDir = fs.String("image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
-	f.defaultImage = fs.String("image", "default", "image for sandboxes that name none")
-	f.apiKeyFile = fs.String("api-key-file", defaultAPIKeyFile, "API key file; created with a new key if missing")
+	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
+	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/cove", "where the database and sandbox state live")
+	fs.StringVar(&f.imageDir, "image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
+	fs.StringVar(&f.defaultImage, "image", "default", "image for sandboxes that name none")
+	fs.StringVar(&f.apiKeyFile, "api-key-file", defaultAPIKeyFile, "API key file; created with a new key if missing")
 	deprecatedAlias(fs, "api-key-file", "token-file")
-	f.backend = fs.String("backend", "auto", "isolation backend: auto, gvisor or qemu")
-	f.accel = fs.String("accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
-	f.qemuUser = fs.String("qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
-	f.runsc = fs.String("runsc", "runsc", "path to runsc")
-	f.defaultTTL = fs.Duration("default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
-	f.maxTTL = fs.Duration("max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
-	f.defaultCPUs = fs.Int("default-cpus", 1, "vCPUs of a sandbox that asks for none")
-	f.maxCPUs = fs.Int("max-cpus", goruntime.NumCPU(), "most vCPUs a sandbox may ask for")
-	f.defaultMem = fs.Int("default-memory-mib", 512, "memory of a sandbox that asks for none")
-	f.maxMem = fs.Int("max-memory-mib", 8192, "most memory a sandbox may ask for")
-	f.maxSandboxes = fs.Int("max-sandboxes", 500, "most sandboxes alive at once")
-	f.poolSize = fs.Int("pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
-	f.poolMem = fs.Int("pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
-	f.defaultSnap = fs.String("default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
-	f.logLevel = fs.String("log-level", "info", "debug, info, warn or error")
-	f.startTimeout = fs.Duration("start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
-	f.startPar = fs.Int("start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
+	fs.StringVar(&f.backend, "backend", "auto", "isolation backend: auto, gvisor or qemu")
+	fs.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
+	fs.StringVar(&f.qemuUser, "qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
+	fs.StringVar(&f.runsc, "runsc", "runsc", "path to runsc")
+	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
+	fs.DurationVar(&f.maxTTL, "max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
+	fs.IntVar(&f.defaultCPUs, "default-cpus", 1, "vCPUs of a sandbox that asks for none")
+	fs.IntVar(&f.maxCPUs, "max-cpus", goruntime.NumCPU(), "most vCPUs a sandbox may ask for")
+	fs.IntVar(&f.defaultMem, "default-memory-mib", 512, "memory of a sandbox that asks for none")
+	fs.IntVar(&f.maxMem, "max-memory-mib", 8192, "most memory a sandbox may ask for")
+	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 500, "most sandboxes alive at once")
+	fs.IntVar(&f.poolSize, "pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
+	fs.IntVar(&f.poolMem, "pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
+	fs.StringVar(&f.defaultSnap, "default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
+	fs.IntVar(&f.startPar, "start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
 	return cmd
 }
 
+func (f serveFlags) limits() sandbox.Limits {
+	return sandbox.Limits{
+		DefaultTTL: f.defaultTTL, MaxTTL: f.maxTTL, DefaultCPUs: f.defaultCPUs, MaxCPUs: f.maxCPUs,
+		DefaultMemoryMiB: f.defaultMem, MaxMemoryMiB: f.maxMem, MaxSandboxes: f.maxSandboxes,
+	}
+}
+
+// runServe runs the daemon until ctx ends: the runtime, the store and the
+// sandbox service below the HTTP API.
 func runServe(ctx context.Context, f serveFlags) error {
-	// The flags, by the names the set-up below reads them.
-	var (
-		addr         = f.addr
-		stateDir     = f.stateDir
-		imageDir     = f.imageDir
-		defaultImage = f.defaultImage
-		apiKeyFile   = f.apiKeyFile
-		backend      = f.backend
-		accel        = f.accel
-		qemuUser     = f.qemuUser
-		runsc        = f.runsc
-		defaultTTL   = f.defaultTTL
-		maxTTL       = f.maxTTL
-		defaultCPUs  = f.defaultCPUs
-		maxCPUs      = f.maxCPUs
-		defaultMem   = f.defaultMem
-		maxMem       = f.maxMem
-		maxSandboxes = f.maxSandboxes
-		poolSize     = f.poolSize
-		poolMem      = f.poolMem
-		defaultSnap  = f.defaultSnap
-		logLevel     = f.logLevel
-		startTimeout = f.startTimeout
-		startPar     = f.startPar
-	)
-	if *startTimeout <= 0 {
-		return fmt.Errorf("--start-timeout must be positive, got %s", *startTimeout)
+	if f.startTimeout <= 0 {
+		return fmt.Errorf("--start-timeout must be positive, got %s", f.startTimeout)
 	}
 	var level slog.Level
-	if err := level.UnmarshalText([]byte(*logLevel)); err != nil {
+	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
 	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
@@ -121,39 +104,21 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if os.Geteuid() != 0 {
 		return errors.New("the daemon needs root (network namespaces, runsc): run it as root")
 	}
-	key, err := loadOrCreateKey(*apiKeyFile)
+	key, err := loadOrCreateKey(f.apiKeyFile)
 	if err != nil {
 		return err
 	}
-	state, err := filepath.Abs(*stateDir)
+	state, err := filepath.Abs(f.stateDir)
 	if err != nil {
 		return err
 	}
 	if err := os.MkdirAll(state, 0o700); err != nil {
 		return err
 	}
-
-	images := imageResolver{dir: *imageDir}
-	_, files, _ := images.Resolve(*defaultImage) // not found: the probe says there are no VM files
-	name, acc, reason, err := chooseBackend(ctx, *backend, *accel, files)
+	images := imageResolver{dir: f.imageDir}
+	rt, be, err := openRuntime(ctx, f, filepath.Join(state, "sandboxes"), images, log)
 	if err != nil {
 		return err
-	}
-	log.Info("backend chosen", "backend", name, "accel", acc, "why", reason)
-	var rt runtime.Runtime
-	switch name {
-	case "qemu":
-		q, err := qemu.New(qemu.Config{Dir: filepath.Join(state, "sandboxes"), Accel: acc, User: *qemuUser, Logger: log})
-		if err != nil {
-			return err
-		}
-		rt = q
-	default:
-		g, err := gvisor.New(gvisor.Config{Runsc: *runsc, Dir: filepath.Join(state, "sandboxes"), Logger: log})
-		if err != nil {
-			return err
-		}
-		rt = g
 	}
 	defer rt.Close()
 
@@ -163,33 +128,34 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	defer st.Close()
 
-	if _, _, err := images.Resolve(*defaultImage); err != nil {
-		log.Warn("default image not found: sandboxes cannot start until it is built (cove image build)", "image", *defaultImage, "dir", *imageDir, "err", err)
-	}
-	limits := sandbox.Limits{
-		DefaultTTL: *defaultTTL, MaxTTL: *maxTTL, DefaultCPUs: *defaultCPUs, MaxCPUs: *maxCPUs,
-		DefaultMemoryMiB: *defaultMem, MaxMemoryMiB: *maxMem, MaxSandboxes: *maxSandboxes,
+	if _, _, err := images.Resolve(f.defaultImage); err != nil {
+		log.Warn("default image not found: sandboxes cannot start until it is built (cove image build)", "image", f.defaultImage, "dir", f.imageDir, "err", err)
 	}
 	svc := sandbox.New(sandbox.Config{
-		Runtime: rt, Store: st, Images: images, DefaultImage: *defaultImage, Limits: limits, Logger: log,
-		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: *poolSize, PoolMemoryMiB: *poolMem,
-		StartTimeout: *startTimeout, StartParallelism: *startPar,
+		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
+		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
+		StartTimeout: f.startTimeout, StartParallelism: f.startPar,
 	})
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("recover state: %w", err)
 	}
 	defer svc.Close()
-	if *defaultSnap != "" {
-		if err := svc.EnsureSnapshot(ctx, *defaultSnap, *defaultImage); err != nil {
-			log.Warn("default snapshot not available", "tag", *defaultSnap, "err", err)
+	if f.defaultSnap != "" {
+		if err := svc.EnsureSnapshot(ctx, f.defaultSnap, f.defaultImage); err != nil {
+			log.Warn("default snapshot not available", "tag", f.defaultSnap, "err", err)
 		}
 	}
+	be.version = rt.Version(ctx)
+	return serveHTTP(ctx, f, key, svc, be, log)
+}
 
-	runtimeVersion := rt.Version(ctx)
+// serveHTTP serves the API (and /mcp) on f.addr until ctx ends.
+func serveHTTP(ctx context.Context, f serveFlags, key string, svc *sandbox.Service, be backendInfo, log *slog.Logger) error {
+	limits := f.limits()
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
-			Version: version, Backend: name, BackendReason: reason, RuntimeVer: runtimeVersion, Accel: acc,
-			DefaultImage: *defaultImage, Sandboxes: svc.Count(),
+			Version: version, Backend: be.name, BackendReason: be.reason, RuntimeVer: be.version, Accel: be.accel,
+			DefaultImage: f.defaultImage, Sandboxes: svc.Count(),
 			Limits: apitype.Limits{
 				DefaultTTLSecs: int64(limits.DefaultTTL.Seconds()), MaxTTLSecs: int64(limits.MaxTTL.Seconds()),
 				DefaultCPUs: limits.DefaultCPUs, MaxCPUs: limits.MaxCPUs,
@@ -198,7 +164,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 			},
 		}
 	}
-	l, err := net.Listen("tcp", *addr)
+	l, err := net.Listen("tcp", f.addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
 	}
@@ -223,6 +189,30 @@ func runServe(ctx context.Context, f serveFlags) error {
 	defer cancel()
 	srv.Shutdown(sctx)
 	return nil
+}
+
+// backendInfo is the backend the daemon chose, and why, for cove info.
+type backendInfo struct{ name, accel, reason, version string }
+
+// openRuntime chooses the backend and opens its runtime over dir.
+func openRuntime(ctx context.Context, f serveFlags, dir string, images imageResolver, log *slog.Logger) (runtime.Runtime, backendInfo, error) {
+	_, files, _ := images.Resolve(f.defaultImage) // not found: the probe says there are no VM files
+	name, acc, reason, err := chooseBackend(ctx, f.backend, f.accel, files)
+	if err != nil {
+		return nil, backendInfo{}, err
+	}
+	log.Info("backend chosen", "backend", name, "accel", acc, "why", reason)
+	be := backendInfo{name: name, accel: acc, reason: reason}
+	var rt runtime.Runtime
+	if name == "qemu" {
+		rt, err = qemu.New(qemu.Config{Dir: dir, Accel: acc, User: f.qemuUser, Logger: log})
+	} else {
+		rt, err = gvisor.New(gvisor.Config{Runsc: f.runsc, Dir: dir, Logger: log})
+	}
+	if err != nil {
+		return nil, backendInfo{}, err
+	}
+	return rt, be, nil
 }
 
 // chooseBackend picks the isolation backend (and QEMU's accelerator) and
@@ -276,9 +266,7 @@ func loadOrCreateKey(path string) (string, error) {
 	if err := os.MkdirAll(filepath.Dir(path), 0o700); err != nil {
 		return "", err
 	}
-	var raw [32]byte
-	rand.Read(raw[:])
-	key := hex.EncodeToString(raw[:])
+	key := randhex.New(32)
 	f, err := os.OpenFile(path, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if err != nil {
 		return "", fmt.Errorf("create API key file: %w", err)

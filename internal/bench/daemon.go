@@ -63,7 +63,7 @@ func StartQEMU(ctx context.Context, accel, imageDir string, log io.Writer) (*Dae
 		return nil, err
 	}
 	d.cmd = exec.Command(self, "serve", "--backend", "qemu", "--accel", accel, "--addr", addr,
-		"--state-dir", d.stateDir(), "--token-file", d.tokenPath(), "--image-dir", imageDir,
+		"--state-dir", d.stateDir(), "--api-key-file", d.tokenPath(), "--image-dir", imageDir,
 		"--default-snapshot=", "--start-timeout", "3m", "--pool-size", "0")
 	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
 	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}

@@ -160,9 +160,12 @@ func (o *Options) selectGroups() error {
 	return nil
 }
 
-// IntList is a flag.Value of comma-separated whole numbers >= 0, such as
+// IntList is a flag value of comma-separated whole numbers >= 0, such as
 // --branch-mib's "0,50,200".
 type IntList []int
+
+// Type names the value in a flag's help.
+func (l IntList) Type() string { return "list" }
 
 func (l IntList) String() string {
 	s := make([]string, len(l))
@@ -172,7 +175,7 @@ func (l IntList) String() string {
 	return strings.Join(s, ",")
 }
 
-// Set implements flag.Value; the last occurrence of a flag wins.
+// Set parses a flag's value; the last occurrence of a flag wins.
 func (l *IntList) Set(s string) error {
 	var out IntList
 	for f := range strings.SplitSeq(s, ",") {
@@ -190,12 +193,15 @@ func (l *IntList) Set(s string) error {
 	return nil
 }
 
-// NameList is a flag.Value of comma-separated names, such as --only's.
+// NameList is a flag value of comma-separated names, such as --only's.
 type NameList []string
+
+// Type names the value in a flag's help.
+func (l NameList) Type() string { return "list" }
 
 func (l NameList) String() string { return strings.Join(l, ",") }
 
-// Set implements flag.Value; the last occurrence of a flag wins.
+// Set parses a flag's value; the last occurrence of a flag wins.
 func (l *NameList) Set(s string) error {
 	var out NameList
 	for n := range strings.SplitSeq(s, ",") {
