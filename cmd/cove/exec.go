@@ -79,24 +79,7 @@ command's, as is all after "--".`,
 				// The exit code is in the JSON; cove itself succeeded.
 				return printJSON(cmd.OutOrStdout(), res)
 			}
-			io.WriteString(cmd.OutOrStdout(), res.Stdout)
-			stderr := cmd.ErrOrStderr()
-			io.WriteString(stderr, res.Stderr)
-			if res.Truncated {
-				fmt.Fprintln(stderr, "cove exec: output truncated by the daemon")
-			}
-			code := res.ExitCode
-			if res.TimedOut {
-				fmt.Fprintf(stderr, "cove exec: command timed out after %v\n", timeout)
-				code = 124 // as timeout(1) does
-			}
-			if code != 0 {
-				if code < 0 || code > 255 {
-					code = 255 // e.g. -1 for a signal; exit codes are a byte
-				}
-				return exitError{code}
-			}
-			return nil
+			return printExec(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, timeout)
 		},
 	}
 	fs := cmd.Flags()
@@ -120,6 +103,28 @@ command's, as is all after "--".`,
 	})
 	addOutputFlags(fs, &asJSON, nil, "")
 	return cmd
+}
+
+// printExec writes what the command printed and returns its exit status
+// as cove's.
+func printExec(stdout, stderr io.Writer, res apitype.ExecResponse, timeout time.Duration) error {
+	io.WriteString(stdout, res.Stdout)
+	io.WriteString(stderr, res.Stderr)
+	if res.Truncated {
+		fmt.Fprintln(stderr, "cove exec: output truncated by the daemon")
+	}
+	code := res.ExitCode
+	if res.TimedOut {
+		fmt.Fprintf(stderr, "cove exec: command timed out after %v\n", timeout)
+		code = 124 // as timeout(1) does
+	}
+	if code != 0 {
+		if code < 0 || code > 255 {
+			code = 255 // e.g. -1 for a signal; exit codes are a byte
+		}
+		return exitError{code}
+	}
+	return nil
 }
 
 // execArgs returns ID and CMD from exec's arguments, which cobra parsed
