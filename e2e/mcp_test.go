@@ -209,6 +209,10 @@ func agentFlow(t *testing.T, d *daemon, tag string, cs *mcp.ClientSession) {
 		t.Fatalf("missing token error: %s", msg)
 	}
 	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": other.id, "sandbox_token": other.token, "command": "true"}, nil)
+	// Nor can it copy that sandbox without its token.
+	if msg := callErr(t, cs, "branch_sandbox", map[string]any{"sandbox_id": other.id}); !strings.Contains(msg, "sandbox_token") {
+		t.Fatalf("branch_sandbox of another's sandbox: %s", msg)
+	}
 
 	// sandbox_run reuses one sandbox for the session.
 	var run1, run2 struct {

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"encoding/json"
 	"net/http"
 	"strings"
 	"testing"
@@ -85,5 +86,92 @@ for host, port in [("127.0.0.1", int(sys.argv[1])), ("10.77.0.1", int(sys.argv[1
 		map[string]string{"Authorization": "Bearer " + d.key, apitype.SandboxTokenHeader: a.token}, `{"args":["true"]}`)
 	if status != http.StatusForbidden {
 		t.Errorf("sandbox a's token on sandbox b: status %d, want 403", status)
+	}
+}
+
+// TestStateNeedsSandboxToken: the API key alone copies no sandbox. Branch
+// and snapshot, and spawning from a snapshot saved from a sandbox, need
+// that sandbox's token as the data plane does; refused, they make nothing.
+func TestStateNeedsSandboxToken(t *testing.T) {
+	d := suite.shared
+	ctx := context.Background()
+	sbs := create(t, d, apitype.CreateSandboxRequest{N: 2})
+	victim, other := sbs[0], sbs[1]
+	t.Cleanup(func() {
+		d.c.DeleteSandbox(context.Background(), victim.id)
+		d.c.DeleteSandbox(context.Background(), other.id)
+	})
+	execOK(t, d, victim, "echo secret-of-victim > /work/secret")
+	key := "Bearer " + d.key
+	tag := "v-" + randomHex(4)
+	sandboxesBefore, _ := d.c.ListSandboxes(ctx)
+	snapshotsBefore, _ := d.c.ListSnapshots(ctx)
+
+	for _, route := range []struct{ path, body string }{
+		{"/branch", `{"n":1,"tag":"` + tag + `"}`},
+		{"/snapshot", `{"tag":"` + tag + `"}`},
+	} {
+		for _, cred := range []struct {
+			name    string
+			headers map[string]string
+		}{
+			{"API key only", map[string]string{"Authorization": key}},
+			{"another sandbox's token", map[string]string{"Authorization": key, apitype.SandboxTokenHeader: other.token}},
+			{"another sandbox's token, forkd's header", map[string]string{"Authorization": key, apitype.SandboxTokenHeaderAlt: other.token}},
+		} {
+			status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+route.path, cred.headers, route.body)
+			if status != http.StatusForbidden || !strings.Contains(string(body), `"code":"forbidden"`) {
+				t.Errorf("%s with %s: %d %s, want 403 forbidden", route.path, cred.name, status, body)
+			}
+		}
+		// No API key at all is a 401, as on the data plane.
+		status, _ := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+route.path,
+			map[string]string{apitype.SandboxTokenHeader: victim.token}, route.body)
+		if status != http.StatusUnauthorized {
+			t.Errorf("%s without the API key: %d, want 401", route.path, status)
+		}
+	}
+	sandboxesAfter, _ := d.c.ListSandboxes(ctx)
+	snapshotsAfter, _ := d.c.ListSnapshots(ctx)
+	if len(sandboxesAfter) != len(sandboxesBefore) || len(snapshotsAfter) != len(snapshotsBefore) {
+		t.Fatalf("refused calls made something: sandboxes %d -> %d, snapshots %d -> %d",
+			len(sandboxesBefore), len(sandboxesAfter), len(snapshotsBefore), len(snapshotsAfter))
+	}
+
+	// With the token (forkd's header name works too) the same calls work.
+	status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+"/snapshot",
+		map[string]string{"Authorization": key, apitype.SandboxTokenHeaderAlt: victim.token}, `{"tag":"`+tag+`"}`)
+	if status != http.StatusCreated {
+		t.Fatalf("snapshot with the victim's token: %d %s", status, body)
+	}
+	t.Cleanup(func() { deleteSnapshotEventually(t, d, tag) })
+	// The snapshot holds the victim's files: spawning from it needs the
+	// victim's token too.
+	for _, headers := range []map[string]string{
+		{"Authorization": key},
+		{"Authorization": key, apitype.SandboxTokenHeader: other.token},
+	} {
+		status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes", headers, `{"snapshot_tag":"`+tag+`"}`)
+		if status != http.StatusForbidden {
+			t.Errorf("spawn from the victim's snapshot without its token: %d %s, want 403", status, body)
+		}
+	}
+	status, body = rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+"/branch",
+		map[string]string{"Authorization": key, apitype.SandboxTokenHeader: victim.token}, `{"n":1}`)
+	if status != http.StatusCreated {
+		t.Fatalf("branch with the victim's token: %d %s", status, body)
+	}
+	var br apitype.BranchResponse
+	if err := json.Unmarshal(body, &br); err != nil || len(br.Children) != 1 {
+		t.Fatalf("branch answer %s: %v", body, err)
+	}
+	t.Cleanup(func() { deleteSnapshotEventually(t, d, br.Tag) })
+	kid := sandbox{br.Children[0].ID, br.Children[0].Token}
+	t.Cleanup(func() { d.c.DeleteSandbox(context.Background(), kid.id) })
+	if got := execOK(t, d, kid, "cat /work/secret"); got != "secret-of-victim\n" {
+		t.Fatalf("the branch's child reads %q", got)
+	}
+	if sandboxesAfter, _ = d.c.ListSandboxes(ctx); len(sandboxesAfter) != len(sandboxesBefore)+1 {
+		t.Fatalf("branch n=1 made %d sandboxes", len(sandboxesAfter)-len(sandboxesBefore))
 	}
 }

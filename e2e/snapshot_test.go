@@ -118,7 +118,7 @@ func TestBranchDiverges(t *testing.T) {
 	src := spawn(t, d, newSnapshot(t, d, 0), 1)[0]
 	evalOK(t, d, src, "state = {'n': 1}")
 	execOK(t, d, src, "echo before > /work/f; (while true; do echo tick >> /tmp/ticks; sleep 0.1; done) >/dev/null 2>&1 &")
-	res, err := d.c.Branch(ctx, src.id, apitype.BranchRequest{N: 2})
+	res, err := d.c.Branch(ctx, src.id, src.token, apitype.BranchRequest{N: 2})
 	if err != nil {
 		t.Fatalf("branch: %v\n%s", err, d.logTail())
 	}
@@ -167,7 +167,7 @@ func TestChainDepth(t *testing.T) {
 	cur := spawn(t, d, newSnapshot(t, d, 0), 1)[0]
 	for depth := 1; depth <= 5; depth++ {
 		execOK(t, d, cur, fmt.Sprintf("echo %d >> /work/levels", depth))
-		res, err := d.c.Branch(ctx, cur.id, apitype.BranchRequest{N: 1})
+		res, err := d.c.Branch(ctx, cur.id, cur.token, apitype.BranchRequest{N: 1})
 		if err != nil {
 			t.Fatalf("branch at depth %d: %v", depth, err)
 		}
@@ -252,19 +252,19 @@ func TestSnapshotRules(t *testing.T) {
 			return err
 		}},
 		{"branch unknown sandbox", client.ErrNotFound, func() error {
-			_, err := d.c.Branch(ctx, "sb-000000000000", apitype.BranchRequest{})
+			_, err := d.c.Branch(ctx, "sb-000000000000", kid.token, apitype.BranchRequest{})
 			return err
 		}},
 		{"branch onto a taken tag", client.ErrConflict, func() error {
-			_, err := d.c.Branch(ctx, kid.id, apitype.BranchRequest{Tag: tag})
+			_, err := d.c.Branch(ctx, kid.id, kid.token, apitype.BranchRequest{Tag: tag})
 			return err
 		}},
 		{"branch n too large", client.ErrBadRequest, func() error {
-			_, err := d.c.Branch(ctx, kid.id, apitype.BranchRequest{N: 1001})
+			_, err := d.c.Branch(ctx, kid.id, kid.token, apitype.BranchRequest{N: 1001})
 			return err
 		}},
 		{"snapshot with n", client.ErrBadRequest, func() error {
-			_, err := d.c.SnapshotSandbox(ctx, kid.id, apitype.BranchRequest{N: 1})
+			_, err := d.c.SnapshotSandbox(ctx, kid.id, kid.token, apitype.BranchRequest{N: 1})
 			return err
 		}},
 		{"delete while a child lives", client.ErrConflict, func() error {
@@ -286,7 +286,7 @@ func TestSnapshotRules(t *testing.T) {
 	}
 
 	// snapshot (no children) of the child, then the rules for deleting.
-	res, err := d.c.SnapshotSandbox(ctx, kid.id, apitype.BranchRequest{Tag: tag + "-saved"})
+	res, err := d.c.SnapshotSandbox(ctx, kid.id, kid.token, apitype.BranchRequest{Tag: tag + "-saved"})
 	if err != nil || res.Tag != tag+"-saved" || res.Parent != tag || len(res.Children) != 0 {
 		t.Fatalf("snapshot sandbox = %+v, %v", res, err)
 	}
@@ -300,7 +300,9 @@ func TestSnapshotRules(t *testing.T) {
 	if _, err := d.c.GetSnapshot(ctx, tag); !errors.Is(err, client.ErrNotFound) {
 		t.Fatalf("deleted snapshot: %v", err)
 	}
-	grandkid := spawn(t, d, tag+"-saved", 1)[0]
+	// Spawning from it takes the token of the sandbox it was saved from,
+	// which outlives that sandbox.
+	grandkid := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: tag + "-saved", SandboxToken: kid.token})[0]
 	execOK(t, d, grandkid, "true")
 	d.c.DeleteSandbox(ctx, grandkid.id)
 	deleteSnapshotEventually(t, d, tag+"-saved")

@@ -12,16 +12,19 @@ import (
 
 func newBranchCmd(cfg *clientConfig) *cobra.Command {
 	var (
-		req         apitype.BranchRequest
-		ttl         time.Duration
-		asJSON, ids bool
+		req          apitype.BranchRequest
+		ttl          time.Duration
+		sandboxToken string
+		asJSON, ids  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "branch [flags] ID",
 		Short: "Snapshot a running sandbox, and start children from it",
 		Long: `Checkpoint running sandbox ID (memory, processes, files) into a new
 snapshot, pausing it briefly, and start -n children from that snapshot.
-The children's sandbox tokens are remembered for exec and cp.`,
+The children's sandbox tokens are remembered for exec and cp. Branching
+copies the sandbox, so it takes the sandbox's token, as exec does; so
+does spawning from the new snapshot later, and cove remembers it for that.`,
 		Example: `  cove branch $ID -n 3
   KIDS=$(cove branch $ID -n 3 -q)
   cove branch $ID --tag before-upgrade`,
@@ -37,11 +40,16 @@ The children's sandbox tokens are remembered for exec and cp.`,
 			if err != nil {
 				return err
 			}
-			br, err := cl.Branch(cmd.Context(), id, req)
+			tok, err := sandboxTokenFor(sandboxToken, daemon, id)
+			if err != nil {
+				return err
+			}
+			br, err := cl.Branch(cmd.Context(), id, tok, req)
 			if err != nil {
 				return explain(noSuchSandbox(err, id), daemon)
 			}
 			rememberSandboxTokens(cmd.ErrOrStderr(), "branch", daemon, br.Children)
+			rememberSnapshotToken(cmd.ErrOrStderr(), "branch", daemon, br.Tag, tok)
 			w := cmd.OutOrStdout()
 			switch {
 			case asJSON:
@@ -56,6 +64,7 @@ The children's sandbox tokens are remembered for exec and cp.`,
 	fs.IntVarP(&req.N, "count", "n", 0, "children to start from the new snapshot in the same call")
 	fs.StringVar(&req.Tag, "tag", "", "the new snapshot's tag (default: generated)")
 	fs.DurationVar(&ttl, "ttl", 0, "the children's lifetime, e.g. 15m (default: the daemon's)")
+	addSandboxTokenFlag(fs, &sandboxToken)
 	addOutputFlags(fs, &asJSON, &ids, "print only the children's ids, one a line")
 	return cmd
 }

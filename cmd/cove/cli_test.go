@@ -57,7 +57,7 @@ func (f *cliFakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			fail(404, apitype.CodeNotFound, "no sandbox "+id)
 			return
 		}
-		if len(parts) > 2 && parts[2] != "branch" && r.Header.Get(apitype.SandboxTokenHeader) != f.tokens[id] {
+		if len(parts) > 2 && r.Header.Get(apitype.SandboxTokenHeader) != f.tokens[id] {
 			fail(403, apitype.CodeForbidden, "wrong sandbox token")
 			return
 		}

@@ -225,8 +225,8 @@ func TestQuiet(t *testing.T) {
 		{"create", []string{"create", "-q"}, "sb1\n"},
 		{"create -n", []string{"create", "-n", "3", "--quiet"}, "sb1\nsb2\nsb3\n"},
 		{"spawn", []string{"spawn", "py", "-q", "-n", "2"}, "sb1\nsb2\n"},
-		{"branch", []string{"branch", "-q", "sb0", "-n", "2"}, "sb1\nsb2\n"},
-		{"branch, no children", []string{"branch", "sb0", "-q"}, ""},
+		{"branch", []string{"branch", "-q", "sb0", "-n", "2", "--sandbox-token", "tok-sb0"}, "sb1\nsb2\n"},
+		{"branch, no children", []string{"branch", "sb0", "-q", "--sandbox-token", "tok-sb0"}, ""},
 		{"ls", []string{"ls", "-q"}, "sb0\n"},
 		{"the flag package's spelling", []string{"create", "--q", "--n", "2"}, "sb1\nsb2\n"},
 	} {

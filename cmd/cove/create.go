@@ -11,9 +11,10 @@ import (
 
 func newCreateCmd(cfg *clientConfig) *cobra.Command {
 	var (
-		req         apitype.CreateSandboxRequest
-		ttl         time.Duration
-		asJSON, ids bool
+		req          apitype.CreateSandboxRequest
+		ttl          time.Duration
+		sandboxToken string
+		asJSON, ids  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
@@ -38,7 +39,13 @@ cp; --json shows them.`,
 			if err != nil {
 				return err
 			}
+			if req.SnapshotTag != "" {
+				req.SandboxToken = snapshotTokenFor(cmd.ErrOrStderr(), sandboxToken, daemon, req.SnapshotTag)
+			}
 			sbs, err := cl.CreateSandboxes(cmd.Context(), req)
+			if err != nil && req.SnapshotTag != "" {
+				err = snapshotHint(err, req.SnapshotTag)
+			}
 			if err != nil {
 				return explain(err, daemon)
 			}
@@ -54,6 +61,7 @@ cp; --json shows them.`,
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory per sandbox in MiB (default: the daemon's)")
 	fs.StringVar(&req.Image, "image", "", "guest image (default: the daemon's)")
 	fs.StringVar(&req.SnapshotTag, "snapshot", "", "start from this snapshot tag instead of booting the image")
+	addSnapshotTokenFlag(fs, &sandboxToken)
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
 	cmd.RegisterFlagCompletionFunc("snapshot", completeEach(cfg.snapshotTags))
 	return cmd

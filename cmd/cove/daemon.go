@@ -106,10 +106,14 @@ func (c *clientConfig) client(opts ...client.Option) (*client.Client, string, er
 	return client.New(u, key, opts...), u, nil
 }
 
-// explain adds what to do next to errors that have a usual cause.
+// hintSep starts the hint an error carries.
+const hintSep = "\n  hint: "
+
+// explain adds what to do next to errors that have a usual cause, unless
+// a verb's own hint came first.
 func explain(err error, daemonURL string) error {
-	if err == nil {
-		return nil
+	if err == nil || strings.Contains(err.Error(), hintSep) {
+		return err
 	}
 	var dnsErr *net.DNSError
 	var hint string
@@ -131,7 +135,7 @@ func explain(err error, daemonURL string) error {
 	default:
 		return err
 	}
-	return fmt.Errorf("%w\n  hint: %s", err, hint)
+	return fmt.Errorf("%w"+hintSep+"%s", err, hint)
 }
 
 // noSuchSandbox adds a hint to a not-found error about a sandbox.

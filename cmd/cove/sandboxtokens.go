@@ -1,9 +1,11 @@
 package main
 
-// Sandbox tokens: the per-sandbox credential that exec and cp present
-// besides the API key. The daemon hands a sandbox's token out once, in the
-// answer that made the sandbox, so the CLI remembers the tokens of the
-// sandboxes it makes.
+// Sandbox tokens: the per-sandbox credential that exec, cp, branch and
+// snapshot save present besides the API key. The daemon hands a sandbox's
+// token out once, in the answer that made the sandbox, so the CLI
+// remembers the tokens of the sandboxes it makes, and, for the snapshots
+// it saves from a sandbox, that sandbox's token, which spawning from them
+// takes.
 
 import (
 	"encoding/json"
@@ -29,6 +31,13 @@ func addSandboxTokenFlag(fs *pflag.FlagSet, tok *string) {
 		"the sandbox's token (default $COVE_SANDBOX_TOKEN, else the one saved by cove create, spawn or branch)")
 }
 
+// addSnapshotTokenFlag adds --sandbox-token, for verbs that spawn from a
+// snapshot.
+func addSnapshotTokenFlag(fs *pflag.FlagSet, tok *string) {
+	fs.StringVar(tok, "sandbox-token", "",
+		"for a snapshot saved from a sandbox, that sandbox's token (default $COVE_SANDBOX_TOKEN, else the one saved by cove branch or snapshot save)")
+}
+
 // sandboxTokenFor returns the token of sandbox id on the daemon at
 // daemonURL: flagValue (--sandbox-token), else $COVE_SANDBOX_TOKEN, else
 // the one remembered.
@@ -51,6 +60,41 @@ func sandboxTokenFor(flagValue, daemonURL, id string) (string, error) {
 		return "", fmt.Errorf("no token for sandbox %s at %s in %s: only sandboxes made by your `cove create`, `spawn` or `branch` are remembered; pass --sandbox-token or set COVE_SANDBOX_TOKEN", id, daemonURL, st.path)
 	}
 	return tok, nil
+}
+
+// snapshotTokenFor returns the token that spawning from snapshot tag on
+// the daemon at daemonURL presents: flagValue (--sandbox-token), else
+// $COVE_SANDBOX_TOKEN, else the one remembered when this user saved it,
+// else none (a snapshot built from an image takes none).
+func snapshotTokenFor(stderr io.Writer, flagValue, daemonURL, tag string) string {
+	if flagValue != "" {
+		return flagValue
+	}
+	if t := os.Getenv("COVE_SANDBOX_TOKEN"); t != "" {
+		return t
+	}
+	st, err := defaultSandboxTokens()
+	if err == nil {
+		var tok string
+		if tok, err = st.getSnapshot(daemonURL, tag); err == nil {
+			return tok
+		}
+	}
+	fmt.Fprintf(stderr, "cove: warning: %v\n", err)
+	return ""
+}
+
+// rememberSnapshotToken saves the token that spawning from snapshot tag,
+// just saved from a sandbox, takes: that sandbox's. A failure is only
+// warned about, as in rememberSandboxTokens.
+func rememberSnapshotToken(stderr io.Writer, name, daemonURL, tag, token string) {
+	st, err := defaultSandboxTokens()
+	if err == nil {
+		err = st.addSnapshot(daemonURL, tag, token)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "cove %s: warning: the token for spawning from snapshot %s was not saved: %v; pass --sandbox-token to cove spawn\n", name, tag, err)
+	}
 }
 
 // rememberSandboxTokens saves the tokens of newly made sandboxes, warning
@@ -88,6 +132,9 @@ type sandboxTokens struct {
 type sandboxTokensFile struct {
 	// Daemons maps a daemon URL to its sandboxes by id.
 	Daemons map[string]map[string]sandboxTokenEntry `json:"daemons"`
+	// Snapshots maps a daemon URL to the tokens that spawning from its
+	// snapshots takes, by tag.
+	Snapshots map[string]map[string]sandboxTokenEntry `json:"snapshots,omitempty"`
 }
 
 type sandboxTokenEntry struct {
@@ -106,26 +153,55 @@ func defaultSandboxTokens() (*sandboxTokens, error) {
 	return &sandboxTokens{path: filepath.Join(dir, "cove", "tokens.json")}, nil
 }
 
+// A store holds two kinds of entry: sandboxes' tokens by id, and by tag
+// the tokens spawning from snapshots takes.
+type tokenKind func(*sandboxTokensFile) map[string]map[string]sandboxTokenEntry
+
+func sandboxEntries(tf *sandboxTokensFile) map[string]map[string]sandboxTokenEntry { return tf.Daemons }
+func snapshotEntries(tf *sandboxTokensFile) map[string]map[string]sandboxTokenEntry {
+	return tf.Snapshots
+}
+
 // get returns the token of sandbox id at daemonURL, or "" if unknown.
 func (s *sandboxTokens) get(daemonURL, id string) (string, error) {
+	return s.lookup(sandboxEntries, daemonURL, id)
+}
+
+// getSnapshot returns the token for spawning from snapshot tag at
+// daemonURL, or "" if unknown.
+func (s *sandboxTokens) getSnapshot(daemonURL, tag string) (string, error) {
+	return s.lookup(snapshotEntries, daemonURL, tag)
+}
+
+func (s *sandboxTokens) lookup(kind tokenKind, daemonURL, key string) (string, error) {
 	tf, err := s.read()
 	if err != nil {
 		return "", err
 	}
-	return tf.Daemons[daemonURL][id].Token, nil
+	return kind(tf)[daemonURL][key].Token, nil
 }
 
 // add remembers tokens, by sandbox id, of sandboxes at daemonURL.
 func (s *sandboxTokens) add(daemonURL string, tokens map[string]string) error {
+	return s.put(sandboxEntries, daemonURL, tokens)
+}
+
+// addSnapshot remembers the token for spawning from snapshot tag at
+// daemonURL.
+func (s *sandboxTokens) addSnapshot(daemonURL, tag, token string) error {
+	return s.put(snapshotEntries, daemonURL, map[string]string{tag: token})
+}
+
+func (s *sandboxTokens) put(kind tokenKind, daemonURL string, tokens map[string]string) error {
 	now := time.Now().UnixMilli()
 	return s.update(func(tf *sandboxTokensFile) bool {
-		m := tf.Daemons[daemonURL]
+		m := kind(tf)[daemonURL]
 		if m == nil {
 			m = make(map[string]sandboxTokenEntry)
-			tf.Daemons[daemonURL] = m
+			kind(tf)[daemonURL] = m
 		}
-		for id, tok := range tokens {
-			m[id] = sandboxTokenEntry{Token: tok, SavedUnixMs: now}
+		for key, tok := range tokens {
+			m[key] = sandboxTokenEntry{Token: tok, SavedUnixMs: now}
 		}
 		return len(tokens) > 0
 	})
@@ -133,17 +209,26 @@ func (s *sandboxTokens) add(daemonURL string, tokens map[string]string) error {
 
 // remove forgets sandboxes ids at daemonURL.
 func (s *sandboxTokens) remove(daemonURL string, ids ...string) error {
+	return s.drop(sandboxEntries, daemonURL, ids)
+}
+
+// removeSnapshots forgets the tokens of snapshots tags at daemonURL.
+func (s *sandboxTokens) removeSnapshots(daemonURL string, tags ...string) error {
+	return s.drop(snapshotEntries, daemonURL, tags)
+}
+
+func (s *sandboxTokens) drop(kind tokenKind, daemonURL string, keys []string) error {
 	return s.update(func(tf *sandboxTokensFile) bool {
-		m := tf.Daemons[daemonURL]
+		m := kind(tf)[daemonURL]
 		changed := false
-		for _, id := range ids {
-			if _, ok := m[id]; ok {
-				delete(m, id)
+		for _, key := range keys {
+			if _, ok := m[key]; ok {
+				delete(m, key)
 				changed = true
 			}
 		}
 		if changed && len(m) == 0 {
-			delete(tf.Daemons, daemonURL)
+			delete(kind(tf), daemonURL)
 		}
 		return changed
 	})
@@ -171,7 +256,8 @@ func (s *sandboxTokens) prune(daemonURL string, live map[string]bool, asOf time.
 
 // read returns the store's contents; a missing file is an empty store.
 func (s *sandboxTokens) read() (*sandboxTokensFile, error) {
-	tf := &sandboxTokensFile{Daemons: make(map[string]map[string]sandboxTokenEntry)}
+	tf := &sandboxTokensFile{Daemons: make(map[string]map[string]sandboxTokenEntry),
+		Snapshots: make(map[string]map[string]sandboxTokenEntry)}
 	b, err := os.ReadFile(s.path)
 	if errors.Is(err, fs.ErrNotExist) {
 		return tf, nil
@@ -184,6 +270,9 @@ func (s *sandboxTokens) read() (*sandboxTokensFile, error) {
 	}
 	if tf.Daemons == nil {
 		tf.Daemons = make(map[string]map[string]sandboxTokenEntry)
+	}
+	if tf.Snapshots == nil {
+		tf.Snapshots = make(map[string]map[string]sandboxTokenEntry)
 	}
 	return tf, nil
 }

@@ -85,7 +85,10 @@ func newSnapshotBuildCmd(cfg *clientConfig) *cobra.Command {
 }
 
 func newSnapshotSaveCmd(cfg *clientConfig) *cobra.Command {
-	var asJSON bool
+	var (
+		sandboxToken string
+		asJSON       bool
+	)
 	cmd := &cobra.Command{
 		Use:               "save [flags] ID TAG",
 		Short:             "Save a running sandbox as snapshot TAG, without children",
@@ -98,10 +101,15 @@ func newSnapshotSaveCmd(cfg *clientConfig) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			br, err := cl.SnapshotSandbox(cmd.Context(), id, apitype.BranchRequest{Tag: tag})
+			tok, err := sandboxTokenFor(sandboxToken, daemon, id)
+			if err != nil {
+				return err
+			}
+			br, err := cl.SnapshotSandbox(cmd.Context(), id, tok, apitype.BranchRequest{Tag: tag})
 			if err != nil {
 				return explain(noSuchSandbox(err, id), daemon)
 			}
+			rememberSnapshotToken(cmd.ErrOrStderr(), "snapshot save", daemon, br.Tag, tok)
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), br)
 			}
@@ -109,6 +117,7 @@ func newSnapshotSaveCmd(cfg *clientConfig) *cobra.Command {
 			return printSnapshots(cmd.OutOrStdout(), []apitype.SnapshotInfo{br.SnapshotInfo})
 		},
 	}
+	addSandboxTokenFlag(cmd.Flags(), &sandboxToken)
 	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
 	return cmd
 }
@@ -209,6 +218,9 @@ func snapshotRm(cmd *cobra.Command, cfg *clientConfig, tags []string, asJSON boo
 			failed++
 		} else {
 			r.Removed = true
+			if st, err := defaultSandboxTokens(); err == nil {
+				st.removeSnapshots(daemon, tag)
+			}
 		}
 		results = append(results, r)
 	}
@@ -239,6 +251,9 @@ func snapshotHint(err error, tag string) error {
 		return fmt.Errorf("%w\n  hint: `cove snapshot ls` lists the snapshots", err)
 	case errors.Is(err, client.ErrConflict):
 		return fmt.Errorf("%w\n  hint: `cove ls` shows the sandboxes spawned from it as IMAGE@%s; kill them, or remove the snapshots branched from them, first", err, tag)
+	case errors.Is(err, client.ErrForbidden):
+		return fmt.Errorf("%w\n  hint: snapshot %s was saved from a sandbox, and spawning from it takes that sandbox's token: "+
+			"`cove branch` and `cove snapshot save` remember it for you; else pass it with --sandbox-token or COVE_SANDBOX_TOKEN", err, tag)
 	}
 	return err
 }

@@ -36,7 +36,7 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 		t.Fatalf("spawn -q: %q, %v", out, err)
 	}
 	for _, id := range ids {
-		if tok, _ := st.get(srv.URL, id); tok != "tok" {
+		if tok, _ := st.get(srv.URL, id); tok != "tok-"+id {
 			t.Errorf("spawn did not save the token of %s: %q", id, tok)
 		}
 	}
@@ -53,7 +53,7 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 		t.Errorf("branch: %q, %v", out, err)
 	}
 	for _, id := range []string{"sb-3", "sb-4"} {
-		if tok, _ := st.get(srv.URL, id); tok != "tok" {
+		if tok, _ := st.get(srv.URL, id); tok != "tok-"+id {
 			t.Errorf("branch did not save the token of child %s: %q", id, tok)
 		}
 	}
@@ -82,6 +82,28 @@ func TestSnapshotSpawnBranchCLI(t *testing.T) {
 		t.Errorf("snapshot rm --json of a used snapshot: %q, %v", out, err)
 	}
 
+	// Spawning from the branch takes its source's token, which branch
+	// remembered; so does a snapshot saved without children.
+	if out, err := run("spawn", "b1", "-q"); err != nil || strings.Count(out, "sb-") != 1 {
+		t.Errorf("spawn from a branch: %q, %v", out, err)
+	}
+	if out, err := run("snapshot", "save", ids[1], "saved"); err != nil || !strings.Contains(out, "saved") {
+		t.Errorf("snapshot save: %q, %v", out, err)
+	}
+	if out, err := run("create", "--snapshot", "saved", "-q"); err != nil || strings.Count(out, "sb-") != 1 {
+		t.Errorf("create from a saved snapshot: %q, %v", out, err)
+	}
+	// Another user's cove knows no token for either.
+	t.Setenv("XDG_CONFIG_HOME", t.TempDir())
+	if _, err := run("spawn", "b1"); !errors.Is(err, client.ErrForbidden) || !strings.Contains(err.Error(), "--sandbox-token") {
+		t.Errorf("spawn from a branch without its token: %v", err)
+	}
+	if _, err := run("branch", ids[0]); err == nil || !strings.Contains(err.Error(), "--sandbox-token") {
+		t.Errorf("branch without the sandbox's token: %v", err)
+	}
+	if _, err := run("spawn", "b1", "-q", "--sandbox-token", "tok-"+ids[0]); err != nil {
+		t.Errorf("spawn from a branch with --sandbox-token: %v", err)
+	}
 	if _, err := run("snapshot", "frobnicate"); exitCode(err) != 2 {
 		t.Errorf("unknown subcommand: %v", err)
 	}

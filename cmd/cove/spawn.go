@@ -10,9 +10,10 @@ import (
 
 func newSpawnCmd(cfg *clientConfig) *cobra.Command {
 	var (
-		req         apitype.CreateSandboxRequest
-		ttl         time.Duration
-		asJSON, ids bool
+		req          apitype.CreateSandboxRequest
+		ttl          time.Duration
+		sandboxToken string
+		asJSON, ids  bool
 	)
 	cmd := &cobra.Command{
 		Use:   "spawn [flags] TAG",
@@ -34,6 +35,7 @@ remembered for exec and cp; --json shows them.`,
 			if err != nil {
 				return err
 			}
+			req.SandboxToken = snapshotTokenFor(cmd.ErrOrStderr(), sandboxToken, daemon, req.SnapshotTag)
 			sbs, err := cl.CreateSandboxes(cmd.Context(), req)
 			if err != nil {
 				return explain(snapshotHint(err, req.SnapshotTag), daemon)
@@ -47,6 +49,7 @@ remembered for exec and cp; --json shows them.`,
 	fs.IntVarP(&req.N, "count", "n", 1, "how many sandboxes to start from the snapshot")
 	fs.DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
 	fs.BoolVar(&req.Prewarm, "prewarm", false, "also refill the snapshot's warm pool, so the next spawn is served from it")
+	addSnapshotTokenFlag(fs, &sandboxToken)
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
 	return cmd
 }

@@ -67,8 +67,10 @@ func (s *Server) routes() {
 	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.auth(s.deleteSandbox))
 	m.HandleFunc("POST /v1/sandboxes/{id}/extend", s.auth(s.extend))
 
-	m.HandleFunc("POST /v1/sandboxes/{id}/branch", s.auth(s.branch(true)))
-	m.HandleFunc("POST /v1/sandboxes/{id}/snapshot", s.auth(s.branch(false)))
+	// Branch and snapshot copy a sandbox's state: they take its token, as
+	// the data plane does.
+	m.HandleFunc("POST /v1/sandboxes/{id}/branch", s.data(s.branch(true)))
+	m.HandleFunc("POST /v1/sandboxes/{id}/snapshot", s.data(s.branch(false)))
 
 	m.HandleFunc("POST /v1/snapshots", s.auth(s.createSnapshot))
 	m.HandleFunc("GET /v1/snapshots", s.auth(s.listSnapshots))
@@ -134,17 +136,21 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 // handler the opened sandbox.
 func (s *Server) data(h func(http.ResponseWriter, *http.Request, *sandbox.Sandbox)) http.HandlerFunc {
 	return s.auth(func(w http.ResponseWriter, r *http.Request) {
-		token := r.Header.Get(apitype.SandboxTokenHeader)
-		if token == "" {
-			token = r.Header.Get(apitype.SandboxTokenHeaderAlt)
-		}
-		sb, err := s.svc.Open(r.PathValue("id"), token)
+		sb, err := s.svc.Open(r.PathValue("id"), sandboxToken(r))
 		if err != nil {
 			s.fail(w, r, err)
 			return
 		}
 		h(w, r, sb)
 	})
+}
+
+// sandboxToken is the sandbox token a request carries, under either name.
+func sandboxToken(r *http.Request) string {
+	if t := r.Header.Get(apitype.SandboxTokenHeader); t != "" {
+		return t
+	}
+	return r.Header.Get(apitype.SandboxTokenHeaderAlt)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -157,6 +157,7 @@ func TestErrors(t *testing.T) {
 	other := s.create(t)
 	s.call(t, "PUT", "/v1/sandboxes/"+sb.ID+"/files?path=f.txt", "x", tok(sb), http.StatusOK, nil)
 	s.call(t, "POST", "/v1/snapshots", `{"tag":"dup","warm":"true","pool_size":0}`, nil, http.StatusCreated, nil)
+	s.call(t, "POST", "/v1/sandboxes/"+sb.ID+"/snapshot", `{"tag":"mine"}`, tok(sb), http.StatusCreated, nil)
 
 	const unknown = "sb-000000000000"
 	exec := "/v1/sandboxes/" + sb.ID + "/exec"
@@ -185,6 +186,14 @@ func TestErrors(t *testing.T) {
 		{"wrong token in the alternative header", "POST", exec, `{"shell":"true"}`,
 			hdr{apitype.SandboxTokenHeaderAlt: other.Token}, 403, apitype.CodeForbidden},
 		{"compat: wrong token", "PUT", "/sandboxes/" + sb.ID + "/files/a.txt", "x", tok(other), 403, apitype.CodeForbidden},
+		{"branch without the sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"n":1}`, nil, 403, apitype.CodeForbidden},
+		{"branch with another sandbox's token", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"n":1}`, tok(other), 403, apitype.CodeForbidden},
+		{"snapshot without the sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/snapshot", `{}`, nil, 403, apitype.CodeForbidden},
+		{"snapshot with another sandbox's token", "POST", "/v1/sandboxes/" + sb.ID + "/snapshot", `{}`,
+			hdr{apitype.SandboxTokenHeaderAlt: other.Token}, 403, apitype.CodeForbidden},
+		{"spawn from a sandbox's snapshot without its token", "POST", "/v1/sandboxes", `{"snapshot_tag":"mine"}`, nil, 403, apitype.CodeForbidden},
+		{"spawn from a sandbox's snapshot with another token", "POST", "/v1/sandboxes", `{"snapshot_tag":"mine"}`, tok(other), 403, apitype.CodeForbidden},
+		{"compat: spawn from a sandbox's snapshot without its token", "POST", "/sandboxes", `{"snapshot_tag":"mine"}`, nil, 403, apitype.CodeForbidden},
 
 		// 404
 		{"unknown sandbox", "GET", "/v1/sandboxes/" + unknown, "", nil, 404, apitype.CodeNotFound},
@@ -241,12 +250,12 @@ func TestErrors(t *testing.T) {
 		{"snapshot bad tag", "POST", "/v1/snapshots", `{"tag":"../x","warm":"true"}`, nil, 400, apitype.CodeBadRequest},
 		{"snapshot no body", "POST", "/v1/snapshots", "", nil, 400, apitype.CodeBadRequest},
 		{"snapshot negative pool", "POST", "/v1/snapshots", `{"tag":"p","warm":"true","pool_size":-1}`, nil, 400, apitype.CodeBadRequest},
-		{"snapshot of a sandbox with n", "POST", "/v1/sandboxes/" + sb.ID + "/snapshot", `{"n":1}`, nil, 400, apitype.CodeBadRequest},
-		{"branch ttl negative", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"ttl_secs":-1}`, nil, 400, apitype.CodeBadRequest},
+		{"snapshot of a sandbox with n", "POST", "/v1/sandboxes/" + sb.ID + "/snapshot", `{"n":1}`, tok(sb), 400, apitype.CodeBadRequest},
+		{"branch ttl negative", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"ttl_secs":-1}`, tok(sb), 400, apitype.CodeBadRequest},
 
 		// 409, 429
 		{"duplicate snapshot tag", "POST", "/v1/snapshots", `{"tag":"dup","warm":"true"}`, nil, 409, apitype.CodeConflict},
-		{"duplicate branch tag", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"tag":"dup"}`, nil, 409, apitype.CodeConflict},
+		{"duplicate branch tag", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"tag":"dup"}`, tok(sb), 409, apitype.CodeConflict},
 		{"over the sandbox limit", "POST", "/v1/sandboxes", `{"n":9}`, nil, 429, apitype.CodeLimit},
 	}
 	for _, tc := range tests {
@@ -273,6 +282,9 @@ func TestErrors(t *testing.T) {
 	if n := s.svc.Count(); n != 2 {
 		t.Errorf("%d sandboxes live, want 2", n)
 	}
+	if n := len(s.svc.Snapshots()); n != 2 {
+		t.Errorf("%d snapshots, want 2", n)
+	}
 }
 
 // TestErrorWording: the service's errors name no route or header; the API
@@ -280,6 +292,7 @@ func TestErrors(t *testing.T) {
 func TestErrorWording(t *testing.T) {
 	s := newServer(t)
 	sb := s.create(t)
+	s.call(t, "POST", "/v1/sandboxes/"+sb.ID+"/snapshot", `{"tag":"mine"}`, tok(sb), http.StatusCreated, nil)
 	const unknown = "sb-000000000000"
 	tests := []struct {
 		name, method, path, body string
@@ -299,8 +312,12 @@ func TestErrorWording(t *testing.T) {
 		{"delete unknown snapshot", "DELETE", "/v1/snapshots/nope", "", nil, `snapshot "nope": not found`},
 		{"ttl over max", "POST", "/v1/sandboxes", `{"ttl_secs":3601}`, nil, "invalid request: ttl_secs 3601 exceeds the maximum of 3600"},
 		{"extend ttl zero", "POST", "/v1/sandboxes/" + sb.ID + "/extend", `{"ttl_secs":0}`, nil, "invalid request: ttl_secs must be positive"},
-		{"branch ttl over max", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"ttl_secs":3601}`, nil,
+		{"branch ttl over max", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{"ttl_secs":3601}`, tok(sb),
 			"invalid request: ttl_secs must be between 0 and 3600"},
+		{"branch without the sandbox token", "POST", "/v1/sandboxes/" + sb.ID + "/branch", `{}`, nil,
+			"forbidden: sandbox " + sb.ID + " needs its token in the X-Sandbox-Token header (it was returned when the sandbox was created)"},
+		{"spawn from a sandbox's snapshot without its token", "POST", "/v1/sandboxes", `{"snapshot_tag":"mine"}`, nil,
+			`forbidden: snapshot "mine" was saved from sandbox ` + sb.ID + `, so spawning from it needs that sandbox's token in the X-Sandbox-Token header (it was returned when the sandbox was created)`},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -509,7 +526,7 @@ func TestSnapshots(t *testing.T) {
 	s.call(t, "POST", "/v1/sandboxes", `{"snapshot_tag":"base","cpus":1}`, nil, http.StatusBadRequest, nil)
 
 	var br apitype.BranchResponse
-	s.call(t, "POST", "/v1/sandboxes/"+kids[0].ID+"/branch", `{"tag":"br","n":2,"ttl_secs":60}`, nil, http.StatusCreated, &br)
+	s.call(t, "POST", "/v1/sandboxes/"+kids[0].ID+"/branch", `{"tag":"br","n":2,"ttl_secs":60}`, tok(kids[0]), http.StatusCreated, &br)
 	if br.Tag != "br" || br.Depth != 1 || br.Parent != "base" || br.BranchedFrom != kids[0].ID || len(br.Children) != 2 || br.PauseMs < 0 {
 		t.Errorf("branch = %+v", br)
 	}
@@ -519,7 +536,7 @@ func TestSnapshots(t *testing.T) {
 		}
 	}
 	var snapOnly apitype.BranchResponse
-	s.call(t, "POST", "/v1/sandboxes/"+br.Children[0].ID+"/snapshot", `{"tag":"leaf"}`, nil, http.StatusCreated, &snapOnly)
+	s.call(t, "POST", "/v1/sandboxes/"+br.Children[0].ID+"/snapshot", `{"tag":"leaf"}`, tok(br.Children[0]), http.StatusCreated, &snapOnly)
 	if snapOnly.Depth != 2 || snapOnly.Parent != "br" || len(snapOnly.Children) != 0 {
 		t.Errorf("snapshot of a child = %+v", snapOnly)
 	}
@@ -534,6 +551,9 @@ func TestSnapshots(t *testing.T) {
 	if got.Children != 2 {
 		t.Errorf("get = %+v", got)
 	}
+	// Spawning from a branch takes its source's token, in either header.
+	s.call(t, "POST", "/v1/sandboxes", `{"snapshot_tag":"br"}`, nil, http.StatusForbidden, nil)
+	s.call(t, "POST", "/v1/sandboxes", `{"snapshot_tag":"br"}`, hdr{apitype.SandboxTokenHeaderAlt: kids[0].Token}, http.StatusCreated, nil)
 
 	// A snapshot with live children stays.
 	s.call(t, "DELETE", "/v1/snapshots/base", "", nil, http.StatusConflict, nil)

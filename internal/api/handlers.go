@@ -67,7 +67,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 	}
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
-		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, SnapshotToken: sandboxToken(r),
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -68,8 +68,8 @@ func (s *Server) deleteSnapshot(w http.ResponseWriter, r *http.Request) {
 
 // branch serves both /branch and /snapshot: the latter is a branch that
 // spawns no children.
-func (s *Server) branch(withChildren bool) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
+func (s *Server) branch(withChildren bool) func(http.ResponseWriter, *http.Request, *sandbox.Sandbox) {
+	return func(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
 		var req apitype.BranchRequest
 		if err := decode(w, r, &req, true); err != nil {
 			s.fail(w, r, err)
@@ -79,7 +79,7 @@ func (s *Server) branch(withChildren bool) http.HandlerFunc {
 			s.fail(w, r, fmt.Errorf("%w: snapshot takes no n: use /branch to spawn children", sandbox.ErrInvalid))
 			return
 		}
-		res, err := s.svc.Branch(r.Context(), r.PathValue("id"), sandbox.BranchOptions{
+		res, err := sb.Branch(r.Context(), sandbox.BranchOptions{
 			Tag: req.Tag, N: req.N, TTL: ttl(req.TTLSecs),
 		})
 		if err != nil {

@@ -83,7 +83,7 @@ func (s *snapBench) branchPauses(ctx context.Context, src apitype.SandboxInfo, m
 		tag := fmt.Sprintf("%s-b%d-%d", s.prefix, mib, i)
 		s.cu.addSnapshot(tag)
 		t0 := time.Now()
-		br, err := s.cl.Branch(ctx, src.ID, apitype.BranchRequest{Tag: tag})
+		br, err := s.cl.Branch(ctx, src.ID, src.Token, apitype.BranchRequest{Tag: tag})
 		d := time.Since(t0)
 		s.cu.deleteSnapshot(ctx, tag)
 		if err != nil {
@@ -150,10 +150,13 @@ func (s *snapBench) chainNext(ctx context.Context, tag string, d int) (string, e
 	}
 	next := fmt.Sprintf("%s-chain%d", s.prefix, d+1)
 	s.cu.addSnapshot(next)
-	br, err := s.cl.Branch(ctx, child.ID, apitype.BranchRequest{Tag: next})
+	br, err := s.cl.Branch(ctx, child.ID, child.Token, apitype.BranchRequest{Tag: next})
 	if err != nil {
 		return "", fmt.Errorf("branch %s: %w", child.ID, err)
 	}
+	// Spawning from the branch takes the token of the child it copies,
+	// which is gone by then.
+	s.tokens[br.Tag] = child.Token
 	if br.Depth != d+1 {
 		s.logf("warning: branch %s reports depth %d, want %d", br.Tag, br.Depth, d+1)
 	}

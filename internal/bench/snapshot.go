@@ -23,7 +23,8 @@ func (b *bencher) runSnapshotBenches(ctx context.Context, info apitype.Info, add
 	prefix := "bench-" + randhex.New(4)
 	cu := &cleanup{cl: b.cl, prefix: prefix, logf: b.logf}
 	defer cu.run(ctx)
-	s := &snapBench{bencher: b, cu: cu, prefix: prefix, ttl: ttlWithin(info, 20*time.Minute), info: info}
+	s := &snapBench{bencher: b, cu: cu, prefix: prefix, ttl: ttlWithin(info, 20*time.Minute), info: info,
+		tokens: map[string]string{}}
 
 	// One snapshot, without a pool, serves spawn, spawn_N and chain.
 	base := prefix
@@ -93,6 +94,9 @@ type snapBench struct {
 	prefix string // of every snapshot tag made here
 	ttl    int64  // seconds, for every sandbox made here
 	info   apitype.Info
+	// tokens holds, by tag, the sandbox token that spawning from a
+	// branch made here takes: that of the sandbox it was saved from.
+	tokens map[string]string
 }
 
 // build builds snapshot tag from the default image with poolSize
@@ -112,7 +116,8 @@ func (s *snapBench) build(ctx context.Context, tag string, poolSize int) (apityp
 // returns them with how long the request took.
 func (s *snapBench) spawn(ctx context.Context, tag string, n int) ([]apitype.SandboxInfo, time.Duration, error) {
 	t0 := time.Now()
-	sbs, err := s.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: tag, N: n, TTLSecs: s.ttl})
+	sbs, err := s.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: tag, N: n, TTLSecs: s.ttl,
+		SandboxToken: s.tokens[tag]})
 	d := time.Since(t0)
 	s.cu.addSandboxes(sbs...)
 	if err == nil && len(sbs) != n {

@@ -85,17 +85,17 @@ func TestBenchCleanup(t *testing.T) {
 	}
 	cu.addSandboxes(sbs...)
 	// A chain bench-1 -> bench-1-c1 -> bench-1-c2, made in order.
-	parent := sbs[0].ID
+	parent := sbs[0]
 	for _, tag := range []string{"bench-1-c1", "bench-1-c2"} {
 		cu.addSnapshot(tag)
-		if _, err := cl.Branch(ctx, parent, apitype.BranchRequest{Tag: tag}); err != nil {
+		if _, err := cl.Branch(ctx, parent.ID, parent.Token, apitype.BranchRequest{Tag: tag}); err != nil {
 			t.Fatal(err)
 		}
-		kids, err := cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: tag})
+		kids, err := cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: tag, SandboxToken: parent.Token})
 		if err != nil {
 			t.Fatal(err)
 		}
-		parent = kids[0].ID // not told to cleanup
+		parent = kids[0] // not told to cleanup
 	}
 	// A spawn whose answer was lost.
 	fake.SetDropSpawns(true)

@@ -18,7 +18,9 @@ import (
 // Daemon is an http.Handler answering the API's sandbox and snapshot
 // routes. Each sandbox and snapshot carries the text of its /tmp/chain,
 // which exec appends to ("echo D >> /tmp/chain") and reads ("cat
-// /tmp/chain"), and branch copies.
+// /tmp/chain"), and branch copies. Tokens are checked as the daemon
+// checks them: exec and branch take the sandbox's, and spawning from a
+// branch takes its source's.
 type Daemon struct {
 	// Info is what GET /v1/info answers; set it before serving.
 	Info apitype.Info
@@ -43,6 +45,7 @@ type sandbox struct {
 type snapshot struct {
 	info  apitype.SnapshotInfo
 	chain string
+	token string // of the sandbox it was saved from; "" if built
 }
 
 // New returns a gVisor daemon with no sandboxes and no snapshots.
@@ -54,16 +57,17 @@ func New() *Daemon {
 		snapshots: map[string]*snapshot{},
 	}
 	routes := map[string]func(*http.Request) (int, any){
-		"GET /v1/info":                   func(*http.Request) (int, any) { return 200, f.Info },
-		"POST /v1/snapshots":             f.createSnapshot,
-		"GET /v1/snapshots":              f.listSnapshots,
-		"GET /v1/snapshots/{tag}":        f.getSnapshot,
-		"DELETE /v1/snapshots/{tag}":     f.deleteSnapshot,
-		"POST /v1/sandboxes":             f.createSandboxes,
-		"GET /v1/sandboxes":              f.listSandboxes,
-		"DELETE /v1/sandboxes/{id}":      f.inSandbox(f.deleteSandbox),
-		"POST /v1/sandboxes/{id}/exec":   f.inSandbox(f.exec),
-		"POST /v1/sandboxes/{id}/branch": f.inSandbox(f.branch),
+		"GET /v1/info":                     func(*http.Request) (int, any) { return 200, f.Info },
+		"POST /v1/snapshots":               f.createSnapshot,
+		"GET /v1/snapshots":                f.listSnapshots,
+		"GET /v1/snapshots/{tag}":          f.getSnapshot,
+		"DELETE /v1/snapshots/{tag}":       f.deleteSnapshot,
+		"POST /v1/sandboxes":               f.createSandboxes,
+		"GET /v1/sandboxes":                f.listSandboxes,
+		"DELETE /v1/sandboxes/{id}":        f.inSandbox(f.deleteSandbox),
+		"POST /v1/sandboxes/{id}/exec":     f.inSandbox(f.exec),
+		"POST /v1/sandboxes/{id}/branch":   f.inSandbox(f.branch),
+		"POST /v1/sandboxes/{id}/snapshot": f.inSandbox(f.branch),
 	}
 	for pattern, h := range routes {
 		f.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
@@ -147,7 +151,8 @@ func (f *Daemon) deleteSnapshot(r *http.Request) (int, any) {
 // add makes a sandbox spawned from tag with the given /tmp/chain.
 func (f *Daemon) add(tag, chain string) apitype.SandboxInfo {
 	f.next++
-	info := apitype.SandboxInfo{ID: fmt.Sprintf("sb-%d", f.next), Status: "running", SnapshotTag: tag, Token: "tok"}
+	id := fmt.Sprintf("sb-%d", f.next)
+	info := apitype.SandboxInfo{ID: id, Status: "running", SnapshotTag: tag, Token: "tok-" + id}
 	f.sandboxes[info.ID] = &sandbox{info: info, chain: chain}
 	return info
 }
@@ -160,6 +165,9 @@ func (f *Daemon) createSandboxes(r *http.Request) (int, any) {
 		s := f.snapshots[req.SnapshotTag]
 		if s == nil {
 			return fail(404, apitype.CodeNotFound, "no snapshot "+req.SnapshotTag)
+		}
+		if s.token != "" && r.Header.Get(apitype.SandboxTokenHeader) != s.token {
+			return fail(403, apitype.CodeForbidden, "snapshot "+req.SnapshotTag+" takes the token of "+s.info.BranchedFrom)
 		}
 		chain = s.chain
 		if s.info.PoolReady > 0 {
@@ -187,13 +195,17 @@ func (f *Daemon) listSandboxes(*http.Request) (int, any) {
 }
 
 // inSandbox adapts a handler of the sandbox the path names, answering
-// 404 if there is none.
+// 404 if there is none, and 403 without its token (but for DELETE, which
+// takes the API key alone).
 func (f *Daemon) inSandbox(h func(*sandbox, *http.Request) (int, any)) func(*http.Request) (int, any) {
 	return func(r *http.Request) (int, any) {
 		id := r.PathValue("id")
 		sb := f.sandboxes[id]
 		if sb == nil {
 			return fail(404, apitype.CodeNotFound, "no sandbox "+id)
+		}
+		if r.Method != http.MethodDelete && r.Header.Get(apitype.SandboxTokenHeader) != sb.info.Token {
+			return fail(403, apitype.CodeForbidden, "wrong token for sandbox "+id)
 		}
 		return h(sb, r)
 	}
@@ -223,7 +235,7 @@ func (f *Daemon) branch(sb *sandbox, r *http.Request) (int, any) {
 	if p := f.snapshots[sb.info.SnapshotTag]; p != nil {
 		si.Depth = p.info.Depth + 1
 	}
-	f.snapshots[req.Tag] = &snapshot{info: si, chain: sb.chain}
+	f.snapshots[req.Tag] = &snapshot{info: si, chain: sb.chain, token: sb.info.Token}
 	br := apitype.BranchResponse{SnapshotInfo: si, PauseMs: 42, StoppedMs: 7}
 	for range req.N {
 		br.Children = append(br.Children, f.add(req.Tag, sb.chain))

@@ -51,6 +51,16 @@ func (s *Server) explain(ctx context.Context, err error, sandboxID string) error
 	return err
 }
 
+// explainSpawn is explain for a call that spawns from snapshot tag, which
+// a refused token means something else for.
+func (s *Server) explainSpawn(ctx context.Context, err error, tag string) error {
+	if errors.Is(err, client.ErrForbidden) {
+		return fmt.Errorf("%v. Snapshot %s was saved from a sandbox, and spawning from it takes that sandbox's token: "+
+			"this session remembers it for the snapshots it branched or saved; otherwise pass it as sandbox_token", err, tag)
+	}
+	return s.explain(ctx, err, "")
+}
+
 // sandboxGone reports whether the daemon says sandbox id does not exist.
 func (s *Server) sandboxGone(ctx context.Context, id string) bool {
 	_, err := s.api.GetSandbox(ctx, id)

@@ -19,7 +19,9 @@ type fakeAPI struct {
 	mu        sync.Mutex
 	next      int
 	sandboxes map[string]*fakeSandbox
-	execs     []apitype.ExecRequest
+	// branches holds, by tag, the token spawning from a saved snapshot takes.
+	branches map[string]string
+	execs    []apitype.ExecRequest
 	// exec answers an exec; nil: echo the shell string to stdout.
 	exec func(apitype.ExecRequest) apitype.ExecResponse
 	// deleteGate, if set, holds every DeleteSandbox until it is closed.
@@ -31,7 +33,13 @@ type fakeSandbox struct {
 	files map[string][]byte
 }
 
-func newFake() *fakeAPI { return &fakeAPI{sandboxes: make(map[string]*fakeSandbox)} }
+func newFake() *fakeAPI {
+	return &fakeAPI{sandboxes: make(map[string]*fakeSandbox), branches: make(map[string]string)}
+}
+
+func forbidden(what string) error {
+	return &client.Error{Status: http.StatusForbidden, Code: apitype.CodeForbidden, Message: what}
+}
 
 func notFound(what string) error {
 	return &client.Error{Status: http.StatusNotFound, Code: apitype.CodeNotFound, Message: what + " not found"}
@@ -44,7 +52,7 @@ func (f *fakeAPI) open(id, token string) (*fakeSandbox, error) {
 		return nil, notFound("sandbox " + id)
 	}
 	if token != sb.info.Token {
-		return nil, &client.Error{Status: http.StatusForbidden, Code: apitype.CodeForbidden, Message: "wrong sandbox token"}
+		return nil, forbidden("wrong sandbox token")
 	}
 	return sb, nil
 }
@@ -80,7 +88,9 @@ func (f *fakeAPI) ListSnapshots(ctx context.Context) ([]apitype.SnapshotInfo, er
 func (f *fakeAPI) CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if req.SnapshotTag != "" && req.SnapshotTag != "base" {
+	if tok, ok := f.branches[req.SnapshotTag]; ok && tok != req.SandboxToken {
+		return nil, forbidden("snapshot " + req.SnapshotTag + " takes the token of its source")
+	} else if !ok && req.SnapshotTag != "" && req.SnapshotTag != "base" {
 		return nil, notFound("snapshot " + req.SnapshotTag)
 	}
 	var out []apitype.SandboxInfo
@@ -150,12 +160,16 @@ func (f *fakeAPI) Extend(ctx context.Context, id string, ttlSecs int64) (apitype
 	return info, nil
 }
 
-func (f *fakeAPI) Branch(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
+func (f *fakeAPI) Branch(ctx context.Context, id, token string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	if _, ok := f.sandboxes[id]; !ok {
-		return apitype.BranchResponse{}, notFound("sandbox " + id)
+	if _, err := f.open(id, token); err != nil {
+		return apitype.BranchResponse{}, err
 	}
+	if req.Tag == "" {
+		req.Tag = id + "-b"
+	}
+	f.branches[req.Tag] = token
 	res := apitype.BranchResponse{SnapshotInfo: apitype.SnapshotInfo{Tag: req.Tag, BranchedFrom: id, Depth: 1}, PauseMs: 12.5}
 	for range req.N {
 		res.Children = append(res.Children, f.add(req.Tag))
@@ -163,9 +177,9 @@ func (f *fakeAPI) Branch(ctx context.Context, id string, req apitype.BranchReque
 	return res, nil
 }
 
-func (f *fakeAPI) SnapshotSandbox(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
+func (f *fakeAPI) SnapshotSandbox(ctx context.Context, id, token string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
 	req.N = 0
-	return f.Branch(ctx, id, req)
+	return f.Branch(ctx, id, token, req)
 }
 
 func (f *fakeAPI) Ping(ctx context.Context, id, token string) (apitype.PingResponse, error) {

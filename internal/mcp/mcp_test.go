@@ -204,6 +204,36 @@ func TestSpawnBranch(t *testing.T) {
 	if usage.SandboxesAlive != 3 || usage.RemainingSandboxes != 7 || len(usage.SessionSandboxes) != 3 {
 		t.Fatalf("usage: %+v", usage)
 	}
+	// The session spawns from the snapshots it saved with their source's
+	// token; another session needs it passed.
+	call(t, cs, "snapshot_sandbox", map[string]any{"sandbox_id": br.Children[0].ID, "tag": "s1"}, false)
+	for _, tool := range []string{"spawn_sandboxes", "create_sandbox"} {
+		for _, tag := range []string{"b1", "s1"} {
+			call(t, cs, tool, map[string]any{"snapshot_tag": tag}, false)
+		}
+	}
+	_, other := connect(t, f)
+	if got := text(call(t, other, "spawn_sandboxes", map[string]any{"snapshot_tag": "b1"}, true)); !strings.Contains(got, "sandbox_token") {
+		t.Errorf("spawn from another session's branch: %q, want it to mention sandbox_token", got)
+	}
+	call(t, other, "spawn_sandboxes", map[string]any{"snapshot_tag": "b1", "sandbox_token": spawned.Sandboxes[0].Token}, false)
+}
+
+// TestBranchNeedsToken: branch_sandbox and snapshot_sandbox present the
+// token the session holds, and say what to do when it holds none.
+func TestBranchNeedsToken(t *testing.T) {
+	f := newFake()
+	_, cs := connect(t, f)
+	theirs := f.add("") // made by another client
+	for _, tool := range []string{"branch_sandbox", "snapshot_sandbox"} {
+		if got := text(call(t, cs, tool, map[string]any{"sandbox_id": theirs.ID}, true)); !strings.Contains(got, "sandbox_token") {
+			t.Errorf("%s without a token: %q, want it to mention sandbox_token", tool, got)
+		}
+		if got := text(call(t, cs, tool, map[string]any{"sandbox_id": theirs.ID, "sandbox_token": "nope"}, true)); !strings.Contains(got, "refused") {
+			t.Errorf("%s with a wrong token: %q", tool, got)
+		}
+		call(t, cs, tool, map[string]any{"sandbox_id": theirs.ID, "sandbox_token": theirs.Token, "tag": tool}, false)
+	}
 }
 
 func TestExecOutput(t *testing.T) {

@@ -75,19 +75,21 @@ func (s *Server) listSnapshots(ctx context.Context, req *sdk.CallToolRequest, _ 
 }
 
 type createIn struct {
-	SnapshotTag string `json:"snapshot_tag,omitempty" jsonschema:"snapshot to start from (see list_snapshots); empty: cold start from the image"`
-	Image       string `json:"image,omitempty" jsonschema:"image to cold start from when no snapshot_tag is given; empty: the default image"`
-	TTLSecs     int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
-	CPUs        int    `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
-	MemoryMiB   int    `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
+	SnapshotTag  string `json:"snapshot_tag,omitempty" jsonschema:"snapshot to start from (see list_snapshots); empty: cold start from the image"`
+	SandboxToken string `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
+	Image        string `json:"image,omitempty" jsonschema:"image to cold start from when no snapshot_tag is given; empty: the default image"`
+	TTLSecs      int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
+	CPUs         int    `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
+	MemoryMiB    int    `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
+		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
 	})
 	if err != nil {
-		return nil, Sandbox{}, s.explain(ctx, err, "")
+		return nil, Sandbox{}, s.explainSpawn(ctx, err, in.SnapshotTag)
 	}
 	if len(infos) != 1 {
 		return nil, Sandbox{}, fmt.Errorf("the daemon made %d sandboxes instead of 1; see list_sandboxes", len(infos))
@@ -96,10 +98,11 @@ func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 }
 
 type spawnIn struct {
-	SnapshotTag string `json:"snapshot_tag" jsonschema:"the snapshot to spawn from (see list_snapshots)"`
-	N           int    `json:"n,omitempty" jsonschema:"how many sandboxes; default 1"`
-	TTLSecs     int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime of each, in seconds; empty: the daemon's default"`
-	Prewarm     bool   `json:"prewarm,omitempty" jsonschema:"accepted for compatibility; every spawn refills the snapshot's pool of ready sandboxes in the background"`
+	SnapshotTag  string `json:"snapshot_tag" jsonschema:"the snapshot to spawn from (see list_snapshots)"`
+	SandboxToken string `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
+	N            int    `json:"n,omitempty" jsonschema:"how many sandboxes; default 1"`
+	TTLSecs      int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime of each, in seconds; empty: the daemon's default"`
+	Prewarm      bool   `json:"prewarm,omitempty" jsonschema:"accepted for compatibility; every spawn refills the snapshot's pool of ready sandboxes in the background"`
 }
 
 type sandboxesOut struct {
@@ -115,15 +118,16 @@ func (s *Server) spawnSandboxes(ctx context.Context, req *sdk.CallToolRequest, i
 	}
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Prewarm: in.Prewarm,
+		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
 	})
 	if err != nil {
-		return nil, sandboxesOut{}, s.explain(ctx, err, "")
+		return nil, sandboxesOut{}, s.explainSpawn(ctx, err, in.SnapshotTag)
 	}
 	return nil, sandboxesOut{Sandboxes: created(infos, s.session(req))}, nil
 }
 
 type branchIn struct {
-	SandboxRef
+	DataRef
 	Tag     string `json:"tag,omitempty" jsonschema:"name for the new snapshot; empty: a generated one"`
 	N       int    `json:"n,omitempty" jsonschema:"how many children to start; default 1 (use snapshot_sandbox for none)"`
 	TTLSecs int64  `json:"ttl_secs,omitempty" jsonschema:"the children's lifetime in seconds; empty: the daemon's default"`
@@ -140,15 +144,20 @@ func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 	if in.N < 0 {
 		return nil, branchOut{}, errors.New("n must be positive")
 	}
-	res, err := s.api.Branch(ctx, in.SandboxID, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs})
+	token, err := s.token(req, in.DataRef)
+	if err != nil {
+		return nil, branchOut{}, err
+	}
+	res, err := s.api.Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs})
 	if err != nil {
 		return nil, branchOut{}, s.explain(ctx, err, in.SandboxID)
 	}
+	s.session(req).rememberSnapshot(res.Tag, token)
 	return nil, branchOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs, StoppedMs: res.StoppedMs, Children: created(res.Children, s.session(req))}, nil
 }
 
 type snapshotIn struct {
-	SandboxRef
+	DataRef
 	Tag string `json:"tag,omitempty" jsonschema:"name for the snapshot; empty: a generated one"`
 }
 
@@ -158,10 +167,15 @@ type snapshotOut struct {
 }
 
 func (s *Server) snapshotSandbox(ctx context.Context, req *sdk.CallToolRequest, in snapshotIn) (*sdk.CallToolResult, snapshotOut, error) {
-	res, err := s.api.SnapshotSandbox(ctx, in.SandboxID, apitype.BranchRequest{Tag: in.Tag})
+	token, err := s.token(req, in.DataRef)
+	if err != nil {
+		return nil, snapshotOut{}, err
+	}
+	res, err := s.api.SnapshotSandbox(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag})
 	if err != nil {
 		return nil, snapshotOut{}, s.explain(ctx, err, in.SandboxID)
 	}
+	s.session(req).rememberSnapshot(res.Tag, token)
 	return nil, snapshotOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs}, nil
 }
 

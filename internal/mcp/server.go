@@ -33,8 +33,8 @@ type API interface {
 	GetSandbox(ctx context.Context, id string) (apitype.SandboxInfo, error)
 	DeleteSandbox(ctx context.Context, id string) error
 	Extend(ctx context.Context, id string, ttlSecs int64) (apitype.SandboxInfo, error)
-	Branch(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error)
-	SnapshotSandbox(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error)
+	Branch(ctx context.Context, id, token string, req apitype.BranchRequest) (apitype.BranchResponse, error)
+	SnapshotSandbox(ctx context.Context, id, token string, req apitype.BranchRequest) (apitype.BranchResponse, error)
 
 	Ping(ctx context.Context, id, token string) (apitype.PingResponse, error)
 	Exec(ctx context.Context, id, token string, req apitype.ExecRequest) (apitype.ExecResponse, error)

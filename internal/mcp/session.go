@@ -7,11 +7,13 @@ import (
 
 // session is what one MCP session remembers: the tokens of the sandboxes
 // it created (the daemon shows a token only once, in the create answer),
-// and the sandbox sandbox_run uses.
+// the tokens that spawning from the snapshots it saved takes (their source
+// sandbox's), and the sandbox sandbox_run uses.
 type session struct {
-	mu     sync.Mutex
-	tokens map[string]string // sandbox id -> token
-	runID  string            // sandbox_run's sandbox, "" until first use
+	mu         sync.Mutex
+	tokens     map[string]string // sandbox id -> token
+	snapTokens map[string]string // snapshot tag -> its source sandbox's token
+	runID      string            // sandbox_run's sandbox, "" until first use
 
 	// runMu serialises sandbox_run's lazy create, so that parallel calls
 	// share one sandbox instead of each making their own.
@@ -19,7 +21,7 @@ type session struct {
 }
 
 func newSession() *session {
-	return &session{tokens: make(map[string]string)}
+	return &session{tokens: make(map[string]string), snapTokens: make(map[string]string)}
 }
 
 // remember stores a sandbox's token.
@@ -30,6 +32,28 @@ func (st *session) remember(id, token string) {
 	st.mu.Lock()
 	defer st.mu.Unlock()
 	st.tokens[id] = token
+}
+
+// rememberSnapshot stores the token that spawning from snapshot tag takes.
+func (st *session) rememberSnapshot(tag, token string) {
+	if tag == "" || token == "" {
+		return
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	st.snapTokens[tag] = token
+}
+
+// snapshotToken returns the token to spawn from snapshot tag with: given,
+// if the caller passed one, else the one this session remembers, else ""
+// (a snapshot built from an image takes none).
+func (st *session) snapshotToken(tag, given string) string {
+	if given != "" {
+		return given
+	}
+	st.mu.Lock()
+	defer st.mu.Unlock()
+	return st.snapTokens[tag]
 }
 
 // forget drops what the session knows of sandbox id.

@@ -151,10 +151,17 @@ type BranchOptions struct {
 	TTL time.Duration
 }
 
-// Branch saves a running sandbox as a new snapshot while it keeps running,
-// then spawns o.N children from it. The sandbox is paused only while its
-// state is written.
-func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (BranchResult, error) {
+// Branch saves the sandbox as a new snapshot while it keeps running, then
+// spawns o.N children from it. The sandbox is paused only while its state
+// is written. It is a method of an opened sandbox because it copies the
+// sandbox's state: that takes its token, and the snapshot keeps the
+// token's hash, so spawning from it later takes the same token.
+func (sb *Sandbox) Branch(ctx context.Context, o BranchOptions) (BranchResult, error) {
+	return sb.s.branch(ctx, sb.b, o)
+}
+
+func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchResult, error) {
+	id := b.rec.ID
 	// The lifetime first, as in Create.
 	if max := s.cfg.Limits.MaxTTL; o.TTL < 0 || o.TTL > max {
 		return BranchResult{}, invalidf("ttl_secs must be between 0 and %d", inSecs(max))
@@ -166,10 +173,6 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 		o.Tag = id + "-" + randhex.New(3)
 	}
 	if err := validTag(o.Tag); err != nil {
-		return BranchResult{}, err
-	}
-	b, err := s.lookup(id)
-	if err != nil {
 		return BranchResult{}, err
 	}
 	release, err := s.claimTag(o.Tag)
@@ -188,8 +191,11 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 	if err != nil {
 		return BranchResult{}, err
 	}
+	// With children, the snapshot is pending until they commit with it: a
+	// daemon killed before the branch answers leaves neither.
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
-		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB}
+		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB,
+		TokenHash: b.rec.TokenHash, Pending: o.N > 0}
 	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err
@@ -197,8 +203,12 @@ func (s *Service) Branch(ctx context.Context, id string, o BranchOptions) (Branc
 	release()
 	out := BranchResult{Pause: pause, Stopped: stopped}
 	if o.N > 0 {
-		out.Children, err = s.Create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL})
+		out.Children, err = s.create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL}, o.Tag)
 		if err != nil {
+			// The snapshot stays, as the error says.
+			if cerr := s.commit(context.WithoutCancel(ctx), nil, o.Tag); cerr != nil {
+				s.log.Warn("keep a branch's snapshot", "tag", o.Tag, "err", cerr)
+			}
 			return BranchResult{}, fmt.Errorf("snapshot %s saved, but spawning its children failed: %w", o.Tag, err)
 		}
 	}
@@ -401,6 +411,12 @@ func (s *Service) recoverSnapshots(ctx context.Context) error {
 	}
 	known := map[string]bool{}
 	for _, rec := range recs {
+		if rec.Pending {
+			// Its branch never answered (its children are destroyed too).
+			s.log.Info("dropping the snapshot of an unfinished branch", "tag", rec.Tag)
+			s.cfg.Store.DeleteSnapshot(ctx, rec.Tag)
+			continue
+		}
 		if _, err := os.Stat(s.snapshotDir(rec.Tag)); err != nil {
 			s.log.Warn("snapshot lost its checkpoint; dropping it", "tag", rec.Tag)
 			s.cfg.Store.DeleteSnapshot(ctx, rec.Tag)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -151,7 +152,7 @@ func TestBranch(t *testing.T) {
 	from := root
 	for _, st := range steps {
 		nCheckpoints := len(e.rt.Checkpoints())
-		res, err := e.svc.Branch(ctx, from.ID, BranchOptions{Tag: st.tag, N: st.n, TTL: time.Minute})
+		res, err := e.open(t, from.ID, from.Token).Branch(ctx, BranchOptions{Tag: st.tag, N: st.n, TTL: time.Minute})
 		if err != nil {
 			t.Fatalf("Branch(%s, %s): %v", from.ID, st.tag, err)
 		}
@@ -190,39 +191,113 @@ func TestBranch(t *testing.T) {
 	}
 
 	// A generated tag names the source.
-	res, err := e.svc.Branch(ctx, root.ID, BranchOptions{})
+	res, err := e.open(t, root.ID, root.Token).Branch(ctx, BranchOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if !strings.HasPrefix(res.Snapshot.Tag, root.ID+"-") || len(res.Children) != 0 {
 		t.Errorf("generated branch = %+v", res)
 	}
+	if recs, _ := e.st.Snapshots(ctx); slices.ContainsFunc(recs, func(r store.Snapshot) bool { return r.Pending }) {
+		t.Errorf("answered branches left pending snapshots: %+v", recs)
+	}
+}
+
+// TestBranchedSnapshotNeedsToken: a snapshot saved from a sandbox holds
+// its state, so spawning from it takes that sandbox's token; one built
+// from an image takes none.
+func TestBranchedSnapshotNeedsToken(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	e.build(t, BuildOptions{Tag: "built"})
+	src := e.createOne(t, CreateOptions{})
+	other := e.createOne(t, CreateOptions{})
+	if _, err := e.open(t, src.ID, src.Token).Branch(ctx, BranchOptions{Tag: "saved"}); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name, tag, token string
+		want             error
+	}{
+		{"built, no token", "built", "", nil},
+		{"built, any token", "built", other.Token, nil},
+		{"saved, no token", "saved", "", ErrNoToken},
+		{"saved, another sandbox's token", "saved", other.Token, ErrForbidden},
+		{"saved, the source's token", "saved", src.Token, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			before := e.rt.IDs()
+			infos, err := e.svc.Create(ctx, CreateOptions{SnapshotTag: tc.tag, SnapshotToken: tc.token})
+			if tc.want == nil {
+				if err != nil || len(infos) != 1 {
+					t.Fatalf("Create = %+v, %v", infos, err)
+				}
+				e.svc.Delete(ctx, infos[0].ID)
+				return
+			}
+			wantErr(t, err, tc.want)
+			if got := e.rt.IDs(); !slices.Equal(got, before) {
+				t.Errorf("a refused spawn changed the runtime: %v, was %v", got, before)
+			}
+		})
+	}
+	// The source's token stays the credential after the source is gone.
+	if err := e.svc.Delete(ctx, src.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.restart(t)
+	if _, err := e.svc.Create(ctx, CreateOptions{SnapshotTag: "saved", SnapshotToken: src.Token}); err != nil {
+		t.Errorf("spawn with the token of the snapshot's gone source, after a restart: %v", err)
+	}
+}
+
+// TestBranchChildrenFail: a branch whose children fail to start keeps its
+// snapshot, as its error says, settled rather than pending.
+func TestBranchChildrenFail(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	src := e.createOne(t, CreateOptions{})
+	e.rt.FailNthRestore(2, errors.New("boom"))
+	_, err := e.open(t, src.ID, src.Token).Branch(ctx, BranchOptions{Tag: "kept", N: 2})
+	if err == nil || !strings.Contains(err.Error(), "snapshot kept saved") {
+		t.Fatalf("Branch = %v, want an error that says the snapshot was saved", err)
+	}
+	if got := e.rt.IDs(); !slices.Equal(got, []string{src.ID}) {
+		t.Errorf("runtime holds %v, want only the source", got)
+	}
+	if recs, _ := e.st.Snapshots(ctx); len(recs) != 1 || recs[0].Pending {
+		t.Fatalf("store holds %+v, want the snapshot, not pending", recs)
+	}
+	e.restart(t)
+	if _, err := e.svc.Snapshot("kept"); err != nil {
+		t.Errorf("after a restart: %v", err)
+	}
 }
 
 func TestBranchErrors(t *testing.T) {
 	e := newEnv(t)
 	root := e.createOne(t, CreateOptions{})
-	if _, err := e.svc.Branch(testCtx(t), root.ID, BranchOptions{Tag: "taken"}); err != nil {
+	sb := e.open(t, root.ID, root.Token)
+	if _, err := sb.Branch(testCtx(t), BranchOptions{Tag: "taken"}); err != nil {
 		t.Fatal(err)
 	}
 	tests := []struct {
 		name string
-		id   string
 		opts BranchOptions
 		want error
 	}{
-		{"n negative", root.ID, BranchOptions{Tag: "x", N: -1}, ErrInvalid},
-		{"n over max", root.ID, BranchOptions{Tag: "x", N: MaxN + 1}, ErrInvalid},
-		{"ttl negative", root.ID, BranchOptions{Tag: "x", TTL: -time.Second}, ErrInvalid},
-		{"ttl over max", root.ID, BranchOptions{Tag: "x", TTL: testLimits.MaxTTL + time.Second}, ErrInvalid},
-		{"bad tag", root.ID, BranchOptions{Tag: "../x"}, ErrInvalid},
-		{"unknown sandbox", "sb-000000000000", BranchOptions{Tag: "x"}, ErrNoSandbox},
-		{"duplicate tag", root.ID, BranchOptions{Tag: "taken"}, ErrConflict},
-		{"children over the limit", root.ID, BranchOptions{Tag: "x", N: testLimits.MaxSandboxes}, ErrLimit},
+		{"n negative", BranchOptions{Tag: "x", N: -1}, ErrInvalid},
+		{"n over max", BranchOptions{Tag: "x", N: MaxN + 1}, ErrInvalid},
+		{"ttl negative", BranchOptions{Tag: "x", TTL: -time.Second}, ErrInvalid},
+		{"ttl over max", BranchOptions{Tag: "x", TTL: testLimits.MaxTTL + time.Second}, ErrInvalid},
+		{"bad tag", BranchOptions{Tag: "../x"}, ErrInvalid},
+		{"duplicate tag", BranchOptions{Tag: "taken"}, ErrConflict},
+		{"children over the limit", BranchOptions{Tag: "x", N: testLimits.MaxSandboxes}, ErrLimit},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := e.svc.Branch(testCtx(t), tc.id, tc.opts)
+			_, err := sb.Branch(testCtx(t), tc.opts)
 			wantErr(t, err, tc.want)
 			if got := e.rt.IDs(); !slices.Equal(got, []string{root.ID}) {
 				t.Errorf("runtime holds %v", got)
@@ -243,6 +318,13 @@ func TestRecoverSnapshots(t *testing.T) {
 		}
 	}
 	if err := e.st.PutSnapshot(ctx, store.Snapshot{Tag: "nodir", Backend: "fake", Image: "default-0001", CPUs: 1, MemoryMiB: 256}); err != nil {
+		t.Fatal(err)
+	}
+	// And a branch's snapshot, whole, whose branch never answered.
+	if err := os.MkdirAll(filepath.Join(e.cfg.SnapshotDir, "pending"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.st.PutSnapshot(ctx, store.Snapshot{Tag: "pending", Backend: "fake", Image: "default-0001", CPUs: 1, MemoryMiB: 256, Pending: true}); err != nil {
 		t.Fatal(err)
 	}
 

@@ -21,6 +21,9 @@ type CreateOptions struct {
 	TTL         time.Duration
 	CPUs        int
 	MemoryMiB   int
+	// SnapshotToken is the credential for a snapshot saved from a sandbox
+	// (by a branch): that sandbox's token.
+	SnapshotToken string
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
@@ -59,13 +62,21 @@ func (s *Service) validate(o *CreateOptions) error {
 
 // Create starts o.N sandboxes, cold from an image or restored from a
 // snapshot (taking ready ones from its warm pool first). It is all or
-// nothing: if one fails to start, the others are destroyed.
+// nothing, also across a crash: if one fails to start, the others are
+// destroyed, and none is recorded as running, nor listed, before all are.
 func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
+	return s.create(ctx, o, "")
+}
+
+// create is Create. branch, when set, is the tag of the snapshot that the
+// branch making these sandboxes has just saved: the branch was entitled
+// to copy its source, and commits that snapshot with them.
+func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([]Info, error) {
 	asked := o // before defaults: a snapshot's sandboxes run with its cpus and memory
 	if err := s.validate(&o); err != nil {
 		return nil, err
 	}
-	src, err := s.sourceFor(o, asked)
+	src, err := s.sourceFor(o, asked, branch != "")
 	if err != nil {
 		return nil, err
 	}
@@ -73,19 +84,24 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 		return nil, err
 	}
 	defer s.release(o.N)
-	return s.spawn(ctx, src, o.N, o.TTL)
+	return s.spawn(ctx, src, o.N, o.TTL, branch)
 }
 
 // sourceFor picks where o's sandboxes come from. asked is o before its
 // defaults: asking a snapshot for other cpus or memory than it runs with
-// is an error.
-func (s *Service) sourceFor(o, asked CreateOptions) (source, error) {
+// is an error. entitled skips the check of o.SnapshotToken.
+func (s *Service) sourceFor(o, asked CreateOptions, entitled bool) (source, error) {
 	if o.SnapshotTag == "" {
 		return s.imageSource(o.Image, o.CPUs, o.MemoryMiB)
 	}
 	sn, err := s.snapshot(o.SnapshotTag)
 	if err != nil {
 		return source{}, err
+	}
+	if !entitled {
+		if err := snapshotTokenOK(sn.rec, o.SnapshotToken); err != nil {
+			return source{}, err
+		}
 	}
 	src, err := s.snapshotSource(sn)
 	if err != nil {
@@ -98,10 +114,12 @@ func (s *Service) sourceFor(o, asked CreateOptions) (source, error) {
 }
 
 // spawn makes n sandboxes from src, ready ones from a warm pool first, the
-// rest started at most StartParallelism at a time. If one fails, the
-// others are destroyed.
-func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duration) ([]Info, error) {
-	out := make([]Info, n)
+// rest started at most StartParallelism at a time, and commits them
+// together (with branch's snapshot, if set). If one fails, the others are
+// destroyed.
+func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duration, branch string) ([]Info, error) {
+	boxes := make([]*box, n)
+	tokens := make([]string, n)
 	errs := make([]error, n)
 	sem := make(chan struct{}, s.cfg.StartParallelism)
 	var wg sync.WaitGroup
@@ -109,26 +127,81 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			tokens[i] = newToken()
 			if b := src.pooled(); b != nil {
-				out[i], errs[i] = s.handOut(ctx, b, ttl)
+				s.handOut(b, hashToken(tokens[i]), ttl)
+				boxes[i] = b
 				return
 			}
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			out[i], errs[i] = s.createOne(ctx, src, ttl)
+			boxes[i], errs[i] = s.createOne(ctx, src, ttl, hashToken(tokens[i]))
 		}()
 	}
 	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
+	err := errors.Join(errs...)
+	if err == nil {
+		err = s.commit(ctx, boxes, branch)
+	}
+	if err != nil {
 		s.stats.Failures.Add(1)
-		for i, info := range out {
-			if errs[i] == nil {
-				s.Delete(context.WithoutCancel(ctx), info.ID)
+		for _, b := range boxes {
+			if b != nil {
+				s.destroy(context.WithoutCancel(ctx), b)
 			}
 		}
 		return nil, err
 	}
+	out := make([]Info, n)
+	for i, b := range boxes {
+		out[i] = b.info()
+		out[i].Token = tokens[i]
+	}
 	return out, nil
+}
+
+// commit ends a call that made sandboxes: their records say running, and
+// branch's snapshot (if set) is no longer pending, in one store
+// transaction; only then are the sandboxes listed and reachable. Until it,
+// a restart destroys them: their records say creating (or pooled).
+func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error {
+	recs := make([]store.Sandbox, len(boxes))
+	for i, b := range boxes {
+		b.mu.Lock()
+		recs[i] = b.rec
+		b.mu.Unlock()
+		recs[i].Status = StatusRunning
+	}
+	if err := s.cfg.Store.Commit(ctx, recs, branch); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, b := range boxes {
+		b.mu.Lock()
+		b.rec.Status = StatusRunning
+		b.mu.Unlock()
+		s.boxes[b.rec.ID] = b
+	}
+	if sn := s.snapshots[branch]; sn != nil {
+		sn.rec.Pending = false
+	}
+	return nil
+}
+
+// snapshotTokenOK checks the credential for spawning from a snapshot: none
+// for one built from an image; for one saved from a sandbox, that
+// sandbox's token, since the snapshot holds its state.
+func snapshotTokenOK(rec store.Snapshot, token string) error {
+	switch {
+	case rec.TokenHash == "":
+		return nil
+	case token == "":
+		return fmt.Errorf("%w: snapshot %q was saved from sandbox %s, so spawning from it needs that sandbox's token", ErrNoToken, rec.Tag, rec.BranchedFrom)
+	case !tokenMatches(rec.TokenHash, token):
+		return fmt.Errorf("%w: wrong token for snapshot %q: it takes the token of sandbox %s, which it was saved from", ErrForbidden, rec.Tag, rec.BranchedFrom)
+	}
+	return nil
 }
 
 // source is where new sandboxes come from: an image (a cold boot) or a
@@ -195,30 +268,18 @@ func (s *Service) takePooled(sn *snap) *box {
 	return nil
 }
 
-// handOut turns a pooled sandbox into a live one with its own token and
-// lifetime.
-func (s *Service) handOut(ctx context.Context, b *box, ttl time.Duration) (Info, error) {
-	token := newToken()
+// handOut gives a pooled sandbox its own token and lifetime; its call's
+// commit records and lists it.
+func (s *Service) handOut(b *box, tokenHash string, ttl time.Duration) {
 	now := time.Now()
 	b.mu.Lock()
-	b.rec.Status = StatusRunning
-	b.rec.TokenHash = hashToken(token)
+	b.rec.Status = StatusCreating
+	b.rec.TokenHash = tokenHash
 	b.rec.CreatedAt = now
 	b.rec.ExpiresAt = now.Add(ttl)
-	rec := b.rec
 	b.mu.Unlock()
-	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
-		s.destroy(context.WithoutCancel(ctx), b)
-		return Info{}, err
-	}
-	s.mu.Lock()
-	s.boxes[rec.ID] = b
-	s.mu.Unlock()
 	s.stats.Created.Add(1)
 	s.stats.PoolHits.Add(1)
-	info := b.info()
-	info.Token = token
-	return info, nil
 }
 
 func (s *Service) reserve(n int) error {
@@ -237,26 +298,22 @@ func (s *Service) release(n int) {
 	s.mu.Unlock()
 }
 
-// createOne starts a live sandbox from src.
-func (s *Service) createOne(ctx context.Context, src source, ttl time.Duration) (Info, error) {
-	token := newToken()
-	b, err := s.launch(ctx, src, StatusRunning, ttl, hashToken(token))
+// createOne starts a sandbox from src for a call that makes live ones; it
+// stays creating until the call commits.
+func (s *Service) createOne(ctx context.Context, src source, ttl time.Duration, tokenHash string) (*box, error) {
+	b, err := s.launch(ctx, src, StatusCreating, ttl, tokenHash)
 	if err != nil {
-		return Info{}, err
+		return nil, err
 	}
-	s.mu.Lock()
-	s.boxes[b.rec.ID] = b
-	s.mu.Unlock()
 	s.stats.Created.Add(1)
-	info := b.info()
-	info.Token = token
 	s.log.Info("sandbox created", "id", b.rec.ID, "image", src.imageID, "snapshot", src.snapshotTag,
 		"elapsed", time.Since(b.rec.CreatedAt).Round(time.Millisecond))
-	return info, nil
+	return b, nil
 }
 
 // launch starts a sandbox from src and waits until its agent answers. The
-// sandbox ends up recorded with the given status; on error nothing is left.
+// sandbox ends up recorded with the given status (StatusCreating: as it
+// started, for its call to commit); on error nothing is left.
 func (s *Service) launch(ctx context.Context, src source, status string, ttl time.Duration, tokenHash string) (*box, error) {
 	now := time.Now()
 	rec := store.Sandbox{
@@ -287,7 +344,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 			err = start()
 		}
 	}
-	if err == nil {
+	if err == nil && status != StatusCreating {
 		err = s.cfg.Store.SetStatus(ctx, rec.ID, status)
 	}
 	if err != nil {

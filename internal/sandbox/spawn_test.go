@@ -215,6 +215,47 @@ func TestCreateAllOrNothing(t *testing.T) {
 	}
 }
 
+// TestCreateCommitsAtOnce: a create's sandboxes are neither listed nor
+// recorded as running until all have started, so a daemon that dies in
+// the middle leaves none of them to a restart.
+func TestCreateCommitsAtOnce(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.StartTimeout = 2 * time.Second })
+	e.rt.DeafNthStart(2) // the first answers; the second keeps the call open
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Create(context.Background(), CreateOptions{N: 2})
+		done <- err
+	}()
+	waitFor(t, "the first sandbox to answer", func() bool { return e.svc.Stats().Created.Load() == 1 })
+	if got := e.svc.List(); len(got) != 0 {
+		t.Errorf("listed before the call answered: %+v", got)
+	}
+	recs, err := e.st.Sandboxes(testCtx(t))
+	if err != nil || len(recs) != 2 {
+		t.Fatalf("store holds %+v, %v; want two rows", recs, err)
+	}
+	for _, r := range recs {
+		if r.Status != StatusCreating {
+			t.Errorf("row %s is %s before its call answered, want %s", r.ID, r.Status, StatusCreating)
+		}
+	}
+	// A daemon started now (the first one killed) destroys both.
+	next := New(e.cfg)
+	if err := next.Recover(testCtx(t)); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(next.Close)
+	if got := e.rt.IDs(); len(got) != 0 {
+		t.Errorf("after recovery the runtime holds %v", got)
+	}
+	if got := next.List(); len(got) != 0 {
+		t.Errorf("after recovery: %+v", got)
+	}
+	if err := <-done; err == nil {
+		t.Error("the interrupted create succeeded")
+	}
+}
+
 func TestCreateLimit(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.Limits.MaxSandboxes = 2 })
 	ctx := testCtx(t)

@@ -22,6 +22,13 @@ type Snapshot struct {
 	// RuntimeVersion is the backend's version that wrote the checkpoint:
 	// runsc restores only what its own version saved.
 	RuntimeVersion string
+	// TokenHash is the hex SHA-256 of the token of the sandbox the snapshot
+	// was saved from: it holds that sandbox's state, so spawning from it
+	// takes the same credential. Empty for a snapshot built from an image.
+	TokenHash string
+	// Pending marks a snapshot written by a call that has not answered yet
+	// (a branch whose children are starting); a restart drops it.
+	Pending bool
 }
 
 const snapshotSchema = `
@@ -37,7 +44,9 @@ CREATE TABLE IF NOT EXISTS snapshots (
 	pool_size     INTEGER NOT NULL,
 	size_bytes    INTEGER NOT NULL,
 	created_at    INTEGER NOT NULL,
-	runtime_version TEXT NOT NULL DEFAULT ''
+	runtime_version TEXT NOT NULL DEFAULT '',
+	token_hash    TEXT NOT NULL DEFAULT '',
+	pending       INTEGER NOT NULL DEFAULT 0
 );
 `
 
@@ -45,15 +54,18 @@ CREATE TABLE IF NOT EXISTS snapshots (
 // date; each fails harmlessly ("duplicate column") once applied.
 var snapshotMigrations = []string{
 	`ALTER TABLE snapshots ADD COLUMN runtime_version TEXT NOT NULL DEFAULT ''`,
+	`ALTER TABLE snapshots ADD COLUMN token_hash TEXT NOT NULL DEFAULT ''`,
+	`ALTER TABLE snapshots ADD COLUMN pending INTEGER NOT NULL DEFAULT 0`,
 }
 
 // PutSnapshot inserts a snapshot record; the tag must be new.
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
-		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at, runtime_version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at,
+		runtime_version, token_hash, pending)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
-		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion)
+		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -71,7 +83,8 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 // Snapshots returns every snapshot record, oldest first.
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
-		memory_mib, pool_size, size_bytes, created_at, runtime_version FROM snapshots ORDER BY created_at, tag`)
+		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending
+		FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
 	}
@@ -81,7 +94,8 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var sn Snapshot
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
-			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion); err != nil {
+			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
+			&sn.TokenHash, &sn.Pending); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

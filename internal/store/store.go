@@ -90,7 +90,47 @@ func (s *Store) Close() error { return s.db.Close() }
 
 // PutSandbox inserts or replaces a sandbox record.
 func (s *Store) PutSandbox(ctx context.Context, sb Sandbox) error {
-	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes
+	return putSandbox(ctx, s.db, sb)
+}
+
+// Commit ends a call that made sandboxes: it writes their records, with
+// the status they are handed out in, and marks the call's snapshot (a
+// branch's; "" for none) no longer pending, in one transaction. Until
+// then the call's rows say what a restart must undo; a daemon killed at
+// any moment leaves the call whole or not at all.
+func (s *Store) Commit(ctx context.Context, sandboxes []Sandbox, snapshotTag string) error {
+	tx, err := s.db.BeginTx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	defer tx.Rollback()
+	for _, sb := range sandboxes {
+		if err := putSandbox(ctx, tx, sb); err != nil {
+			return err
+		}
+	}
+	if snapshotTag != "" {
+		res, err := tx.ExecContext(ctx, `UPDATE snapshots SET pending = 0 WHERE tag = ?`, snapshotTag)
+		if err != nil {
+			return fmt.Errorf("store: commit snapshot %s: %w", snapshotTag, err)
+		}
+		if n, _ := res.RowsAffected(); n == 0 {
+			return fmt.Errorf("store: snapshot %s: %w", snapshotTag, ErrNotFound)
+		}
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}
+
+// execer is what a write needs: the database or a transaction.
+type execer interface {
+	ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error)
+}
+
+func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
+	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes
 		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,

@@ -62,7 +62,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	defer s.Close()
 	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
 		CPUs: 1, MemoryMiB: 512, PoolSize: 2, SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
-		RuntimeVersion: "runsc version x"}
+		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true}
 	if err := s.PutSnapshot(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -81,7 +81,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// A database from before runtime_version existed opens and gains it.
+// A database from before runtime_version, token_hash and pending existed
+// opens and gains them.
 func TestMigrateSnapshots(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cove.db")
@@ -89,8 +90,10 @@ func TestMigrateSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.db.ExecContext(ctx, `ALTER TABLE snapshots DROP COLUMN runtime_version`); err != nil {
-		t.Fatal(err)
+	for _, col := range []string{"runtime_version", "token_hash", "pending"} {
+		if _, err := s.db.ExecContext(ctx, `ALTER TABLE snapshots DROP COLUMN `+col); err != nil {
+			t.Fatal(err)
+		}
 	}
 	s.Close()
 	s, err = Open(ctx, path)
@@ -98,12 +101,53 @@ func TestMigrateSnapshots(t *testing.T) {
 		t.Fatalf("reopen an old database: %v", err)
 	}
 	defer s.Close()
-	if err := s.PutSnapshot(ctx, Snapshot{Tag: "t", RuntimeVersion: "v"}); err != nil {
+	if err := s.PutSnapshot(ctx, Snapshot{Tag: "t", RuntimeVersion: "v", TokenHash: "h"}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Snapshots(ctx)
-	if err != nil || len(got) != 1 || got[0].RuntimeVersion != "v" {
+	if err != nil || len(got) != 1 || got[0].RuntimeVersion != "v" || got[0].TokenHash != "h" {
 		t.Fatalf("Snapshots = %+v, %v", got, err)
+	}
+}
+
+// Commit writes a call's sandboxes and settles its snapshot together, or
+// changes nothing.
+func TestCommit(t *testing.T) {
+	ctx := context.Background()
+	s, err := Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	now := time.UnixMilli(time.Now().UnixMilli())
+	rec := func(id, status string) Sandbox {
+		return Sandbox{ID: id, Status: status, Backend: "gvisor", Image: "img", CPUs: 1, MemoryMiB: 256,
+			TokenHash: "h-" + id, CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
+	}
+	for _, id := range []string{"sb-1", "sb-2"} {
+		if err := s.PutSandbox(ctx, rec(id, "creating")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.PutSnapshot(ctx, Snapshot{Tag: "br", Pending: true}); err != nil {
+		t.Fatal(err)
+	}
+	// A snapshot that is not there fails the whole commit.
+	if err := s.Commit(ctx, []Sandbox{rec("sb-1", "running")}, "missing"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("Commit with a missing snapshot = %v, want ErrNotFound", err)
+	}
+	if got, _ := s.Sandboxes(ctx); got[0].Status != "creating" {
+		t.Fatalf("a failed commit wrote %+v", got[0])
+	}
+	if err := s.Commit(ctx, []Sandbox{rec("sb-1", "running"), rec("sb-2", "running")}, "br"); err != nil {
+		t.Fatal(err)
+	}
+	got, _ := s.Sandboxes(ctx)
+	if len(got) != 2 || got[0].Status != "running" || got[1].Status != "running" {
+		t.Fatalf("after commit: %+v", got)
+	}
+	if snaps, _ := s.Snapshots(ctx); len(snaps) != 1 || snaps[0].Pending {
+		t.Fatalf("after commit: %+v", snaps)
 	}
 }
 

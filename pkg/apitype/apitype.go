@@ -49,6 +49,11 @@ type CreateSandboxRequest struct {
 	// Prewarm is forkd's flag, accepted for compatibility: every spawn
 	// refills the snapshot's warm pool in the background anyway.
 	Prewarm bool `json:"prewarm,omitempty"`
+	// SandboxToken is no part of the body: pkg/client sends it in the
+	// SandboxTokenHeader. A snapshot saved from a sandbox (by branch or
+	// snapshot) holds its state, so spawning from it takes that sandbox's
+	// token; a snapshot built from an image takes none.
+	SandboxToken string `json:"-"`
 }
 
 // MaxN bounds how many sandboxes one create call makes.

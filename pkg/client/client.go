@@ -129,7 +129,8 @@ func (c *Client) Info(ctx context.Context) (apitype.Info, error) {
 }
 
 // CreateSandboxes creates req.N sandboxes (1 if N is 0), cold from an
-// image or restored from req.SnapshotTag. The result is the only place
+// image or restored from req.SnapshotTag (one saved from a sandbox takes
+// that sandbox's token, req.SandboxToken). The result is the only place
 // their sandbox tokens appear; keep them. A call for more than one sandbox gets
 // SlowTimeout on top of the Client's timeout.
 func (c *Client) CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error) {
@@ -138,7 +139,7 @@ func (c *Client) CreateSandboxes(ctx context.Context, req apitype.CreateSandboxR
 		extra = SlowTimeout
 	}
 	var out []apitype.SandboxInfo
-	err := c.call(ctx, extra, http.MethodPost, "/v1/sandboxes", nil, "", req, &out)
+	err := c.call(ctx, extra, http.MethodPost, "/v1/sandboxes", nil, req.SandboxToken, req, &out)
 	return out, err
 }
 
@@ -177,19 +178,21 @@ func (c *Client) DeleteSnapshot(ctx context.Context, tag string) error {
 }
 
 // Branch checkpoints the running sandbox id into a new snapshot while it
-// keeps running and, with req.N > 0, spawns req.N children from it. The
-// answer carries the children's sandbox tokens, which appear nowhere else.
-func (c *Client) Branch(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
+// keeps running and, with req.N > 0, spawns req.N children from it. It
+// copies the sandbox's state, so it takes the sandbox's token, as does
+// spawning from the new snapshot later. The answer carries the children's
+// sandbox tokens, which appear nowhere else.
+func (c *Client) Branch(ctx context.Context, id, sandboxToken string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
 	var out apitype.BranchResponse
-	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/branch"), nil, "", req, &out)
+	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/branch"), nil, sandboxToken, req, &out)
 	return out, err
 }
 
 // SnapshotSandbox saves the running sandbox id as the snapshot req.Tag,
 // like Branch without children.
-func (c *Client) SnapshotSandbox(ctx context.Context, id string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
+func (c *Client) SnapshotSandbox(ctx context.Context, id, sandboxToken string, req apitype.BranchRequest) (apitype.BranchResponse, error) {
 	var out apitype.BranchResponse
-	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/snapshot"), nil, "", req, &out)
+	err := c.call(ctx, SlowTimeout, http.MethodPost, sandboxPath(id, "/snapshot"), nil, sandboxToken, req, &out)
 	return out, err
 }
 

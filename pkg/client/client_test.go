@@ -139,20 +139,24 @@ func TestRoutesAndHeaders(t *testing.T) {
 		{"escaped tag", func(c *Client) error { _, err := c.GetSnapshot(ctx, "a/b c"); return err }, "GET", "/v1/snapshots/a%2Fb%20c", "", true, false, ""},
 		{"delete snapshot", func(c *Client) error { return c.DeleteSnapshot(ctx, "py") }, "DELETE", "/v1/snapshots/py", "", true, false, ""},
 		{"branch", func(c *Client) error {
-			br, err := c.Branch(ctx, "s1", apitype.BranchRequest{N: 2})
+			br, err := c.Branch(ctx, "s1", testToken, apitype.BranchRequest{N: 2})
 			if err == nil && (br.Tag != "b1" || br.BranchedFrom != "s1" || br.PauseMs != 12.5 ||
 				len(br.Children) != 1 || br.Children[0].Token != "ct1") {
 				t.Errorf("branch = %+v", br)
 			}
 			return err
-		}, "POST", "/v1/sandboxes/s1/branch", "", true, false, `{"n":2}`},
+		}, "POST", "/v1/sandboxes/s1/branch", "", true, true, `{"n":2}`},
 		{"snapshot sandbox", func(c *Client) error {
-			br, err := c.SnapshotSandbox(ctx, "s1", apitype.BranchRequest{Tag: "mine"})
+			br, err := c.SnapshotSandbox(ctx, "s1", testToken, apitype.BranchRequest{Tag: "mine"})
 			if err == nil && br.Tag != "b1" {
 				t.Errorf("snapshot sandbox = %+v", br)
 			}
 			return err
-		}, "POST", "/v1/sandboxes/s1/snapshot", "", true, false, `{"tag":"mine"}`},
+		}, "POST", "/v1/sandboxes/s1/snapshot", "", true, true, `{"tag":"mine"}`},
+		{"spawn from a sandbox's snapshot", func(c *Client) error {
+			_, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: "b1", SandboxToken: testToken})
+			return err
+		}, "POST", "/v1/sandboxes", "", true, true, `{"snapshot_tag":"b1"}`},
 		{"escaped id", func(c *Client) error { _, err := c.GetSandbox(ctx, "a/b c"); return err }, "GET", "/v1/sandboxes/a%2Fb%20c", "", true, false, ""},
 	}
 	for _, tt := range tests {
@@ -415,7 +419,7 @@ func TestTimeouts(t *testing.T) {
 	if _, err := c.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: "t"}); err != nil {
 		t.Errorf("CreateSnapshot: %v", err)
 	}
-	if _, err := c.Branch(ctx, "s1", apitype.BranchRequest{N: 1}); err != nil {
+	if _, err := c.Branch(ctx, "s1", testToken, apitype.BranchRequest{N: 1}); err != nil {
 		t.Errorf("Branch: %v", err)
 	}
 	if _, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: "t", N: 100}); err != nil {
