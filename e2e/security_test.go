@@ -66,8 +66,12 @@ for host, port in [("127.0.0.1", int(sys.argv[1])), ("10.77.0.1", int(sys.argv[1
 			t.Errorf("sandbox has a route beyond its own link: %q", r)
 		}
 	}
-	if out := execOK(t, d, a, "ip route get 192.0.2.1 2>&1 || true"); !strings.Contains(strings.ToLower(out), "unreachable") {
-		t.Errorf("ip route get to an outside address: %q", out)
+	// An outside address, and the cloud metadata service's: asking the
+	// routing table sends nothing.
+	for _, addr := range []string{"192.0.2.1", "169.254.169.254"} {
+		if out := execOK(t, d, a, "ip route get "+addr+" 2>&1 || true"); !strings.Contains(strings.ToLower(out), "unreachable") {
+			t.Errorf("ip route get %s: %q", addr, out)
+		}
 	}
 
 	// Only the sandbox's own processes are visible, with the agent as PID 1.
@@ -93,31 +97,25 @@ for host, port in [("127.0.0.1", int(sys.argv[1])), ("10.77.0.1", int(sys.argv[1
 // and snapshot, and spawning from a snapshot saved from a sandbox, need
 // that sandbox's token as the data plane does; refused, they make nothing.
 func TestStateNeedsSandboxToken(t *testing.T) {
-	d := suite.shared
+	d, victim := suite.shared, newSandbox(t)
 	ctx := context.Background()
-	sbs := create(t, d, apitype.CreateSandboxRequest{N: 2})
-	victim, other := sbs[0], sbs[1]
-	t.Cleanup(func() {
-		d.c.DeleteSandbox(context.Background(), victim.id)
-		d.c.DeleteSandbox(context.Background(), other.id)
-	})
 	execOK(t, d, victim, "echo secret-of-victim > /work/secret")
 	key := "Bearer " + d.key
-	tag := "v-" + randomHex(4)
+	wrong := randomHex(24) // shaped like a token
 	sandboxesBefore, _ := d.c.ListSandboxes(ctx)
 	snapshotsBefore, _ := d.c.ListSnapshots(ctx)
 
 	for _, route := range []struct{ path, body string }{
-		{"/branch", `{"n":1,"tag":"` + tag + `"}`},
-		{"/snapshot", `{"tag":"` + tag + `"}`},
+		{"/branch", `{"n":1}`},
+		{"/snapshot", `{}`},
 	} {
 		for _, cred := range []struct {
 			name    string
 			headers map[string]string
 		}{
 			{"API key only", map[string]string{"Authorization": key}},
-			{"another sandbox's token", map[string]string{"Authorization": key, apitype.SandboxTokenHeader: other.token}},
-			{"another sandbox's token, forkd's header", map[string]string{"Authorization": key, apitype.SandboxTokenHeaderAlt: other.token}},
+			{"a wrong token", map[string]string{"Authorization": key, apitype.SandboxTokenHeader: wrong}},
+			{"a wrong token in forkd's header", map[string]string{"Authorization": key, apitype.SandboxTokenHeaderAlt: wrong}},
 		} {
 			status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+route.path, cred.headers, route.body)
 			if status != http.StatusForbidden || !strings.Contains(string(body), `"code":"forbidden"`) {
@@ -138,26 +136,9 @@ func TestStateNeedsSandboxToken(t *testing.T) {
 			len(sandboxesBefore), len(sandboxesAfter), len(snapshotsBefore), len(snapshotsAfter))
 	}
 
-	// With the token (forkd's header name works too) the same calls work.
-	status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+"/snapshot",
-		map[string]string{"Authorization": key, apitype.SandboxTokenHeaderAlt: victim.token}, `{"tag":"`+tag+`"}`)
-	if status != http.StatusCreated {
-		t.Fatalf("snapshot with the victim's token: %d %s", status, body)
-	}
-	t.Cleanup(func() { deleteSnapshotEventually(t, d, tag) })
-	// The snapshot holds the victim's files: spawning from it needs the
-	// victim's token too.
-	for _, headers := range []map[string]string{
-		{"Authorization": key},
-		{"Authorization": key, apitype.SandboxTokenHeader: other.token},
-	} {
-		status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes", headers, `{"snapshot_tag":"`+tag+`"}`)
-		if status != http.StatusForbidden {
-			t.Errorf("spawn from the victim's snapshot without its token: %d %s, want 403", status, body)
-		}
-	}
-	status, body = rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+"/branch",
-		map[string]string{"Authorization": key, apitype.SandboxTokenHeader: victim.token}, `{"n":1}`)
+	// With the token (forkd's header name works too) branch works.
+	status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes/"+victim.id+"/branch",
+		map[string]string{"Authorization": key, apitype.SandboxTokenHeaderAlt: victim.token}, `{"n":1}`)
 	if status != http.StatusCreated {
 		t.Fatalf("branch with the victim's token: %d %s", status, body)
 	}
@@ -171,7 +152,18 @@ func TestStateNeedsSandboxToken(t *testing.T) {
 	if got := execOK(t, d, kid, "cat /work/secret"); got != "secret-of-victim\n" {
 		t.Fatalf("the branch's child reads %q", got)
 	}
+	// The branch's snapshot holds the victim's files: spawning from it
+	// takes the victim's token, not the key alone nor another sandbox's.
+	for _, headers := range []map[string]string{
+		{"Authorization": key},
+		{"Authorization": key, apitype.SandboxTokenHeader: kid.token},
+	} {
+		status, body := rawCall(t, http.MethodPost, d.url+"/v1/sandboxes", headers, `{"snapshot_tag":"`+br.Tag+`"}`)
+		if status != http.StatusForbidden {
+			t.Errorf("spawn from the victim's snapshot without its token: %d %s, want 403", status, body)
+		}
+	}
 	if sandboxesAfter, _ = d.c.ListSandboxes(ctx); len(sandboxesAfter) != len(sandboxesBefore)+1 {
-		t.Fatalf("branch n=1 made %d sandboxes", len(sandboxesAfter)-len(sandboxesBefore))
+		t.Fatalf("a branch with n=1 and refused spawns made %d sandboxes", len(sandboxesAfter)-len(sandboxesBefore))
 	}
 }
