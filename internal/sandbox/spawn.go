@@ -185,12 +185,18 @@ func (s *Service) takePooled(sn *snap) *box {
 	for len(sn.pool) > 0 {
 		b := sn.pool[len(sn.pool)-1]
 		sn.pool = sn.pool[:len(sn.pool)-1]
+		b.mu.Lock()
+		exited := b.exit != nil
+		b.mu.Unlock()
 		select {
 		case <-b.agent.Closed():
-			go s.destroy(context.Background(), b) // died while waiting
+			exited = true
 		default:
+		}
+		if !exited {
 			return b
 		}
+		go s.destroy(context.Background(), b) // died while waiting
 	}
 	return nil
 }
@@ -216,6 +222,12 @@ func (s *Service) handOut(ctx context.Context, b *box, ttl time.Duration) (Info,
 	s.mu.Unlock()
 	s.stats.Created.Add(1)
 	s.stats.PoolHits.Add(1)
+	b.mu.Lock()
+	ex := b.exit // its process ended since it was taken: its watch left it to us
+	b.mu.Unlock()
+	if ex != nil {
+		s.markDead(b, *ex)
+	}
 	info := b.info()
 	info.Token = token
 	return info, nil
@@ -247,6 +259,7 @@ func (s *Service) createOne(ctx context.Context, src source, ttl time.Duration) 
 	s.mu.Lock()
 	s.boxes[b.rec.ID] = b
 	s.mu.Unlock()
+	s.watch(b)
 	s.stats.Created.Add(1)
 	info := b.info()
 	info.Token = token
@@ -269,7 +282,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return nil, err
 	}
-	b := &box{rec: rec}
+	b := s.newBox(rec)
 	spec := specFor(rec.ID, src, status == StatusBuilding)
 	first := firstCall(rec.ID, src)
 	start := func() error {
