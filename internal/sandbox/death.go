@@ -89,6 +89,7 @@ func (s *Service) died(b *box, ex runtime.Exit) {
 		if s.unpool(b) {
 			s.log.Warn("pooled sandbox died", "id", b.rec.ID, "oom_killed", ex.OOMKilled, "detail", ex.Detail)
 			s.destroy(context.WithoutCancel(s.bg), b)
+			s.kickPool()
 		}
 	}
 	// Any other status is a sandbox being made or destroyed, whose own
