@@ -75,3 +75,23 @@ func pidfdExited(fd int) bool {
 
 // Close releases the handle.
 func (h *Handle) Close() error { return h.f.Close() }
+
+// Await blocks until process pid has exited, or ctx ends. It returns nil
+// at once when there is no such process, when pid is not positive, or
+// when the process holding pid now is not the one meant: match checks its
+// command line, once it is held by a pidfd, so a pid recorded earlier
+// and since reused never makes Await wait on a stranger.
+func Await(ctx context.Context, pid int, match func(args []string) bool) error {
+	h, err := Open(pid)
+	if errors.Is(err, os.ErrProcessDone) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	if args, err := Cmdline(pid); err != nil || !match(args) {
+		return nil
+	}
+	return h.Wait(ctx)
+}

@@ -70,3 +70,35 @@ func TestHandleWaitZombie(t *testing.T) {
 		t.Fatalf("Wait on a zombie = %v", err)
 	}
 }
+
+func TestAwait(t *testing.T) {
+	cmd := exec.Command("sleep", "60")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer cmd.Process.Kill()
+	pid := cmd.Process.Pid
+	mine := ArgsContain("sleep")
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	for _, tc := range []struct {
+		name  string
+		pid   int
+		match func([]string) bool
+		want  error
+	}{
+		{"running", pid, mine, context.DeadlineExceeded},
+		{"another process now", pid, ArgsContain("not-sleep"), nil},
+		{"no pid", 0, mine, nil},
+		{"no such process", 1 << 30, mine, nil},
+	} {
+		if err := Await(ctx, tc.pid, tc.match); !errors.Is(err, tc.want) {
+			t.Errorf("%s: Await = %v, want %v", tc.name, err, tc.want)
+		}
+	}
+	cmd.Process.Kill()
+	cmd.Wait()
+	if err := Await(context.Background(), pid, mine); err != nil {
+		t.Errorf("Await after the kill = %v", err)
+	}
+}

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 
@@ -22,62 +21,45 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 	if !runtime.ValidID(id) {
 		return runtime.Exit{}, runtime.ErrNotFound
 	}
-	h, err := r.openSandbox(ctx, id)
-	if errors.Is(err, os.ErrProcessDone) {
-		return exitOf(id), nil
-	}
+	pid, err := r.sandboxPid(ctx, id)
 	if err != nil {
 		return runtime.Exit{}, err
 	}
-	defer h.Close()
-	if err := h.Wait(ctx); err != nil {
+	// Its own command line names its runsc root and its id.
+	mine := func(args []string) bool { return containsArg(args, r.root) && containsID(args, id) }
+	if err := proc.Await(ctx, pid, mine); err != nil {
 		return runtime.Exit{}, err
 	}
-	return exitOf(id), nil
+	return runtime.Exit{OOMKilled: cgroup.OOMKills(cgroup.Dirs(id)...) > 0}, nil
 }
 
-// openSandbox opens the sandbox process of sandbox id, or returns
-// os.ErrProcessDone if it has exited.
-func (r *Runtime) openSandbox(ctx context.Context, id string) (*proc.Handle, error) {
+// sandboxPid returns the pid of sandbox id's sandbox process as runsc
+// records it, or 0 if it has stopped.
+func (r *Runtime) sandboxPid(ctx context.Context, id string) (int, error) {
 	out, err := r.runscCmd(ctx, "--root", r.root, "state", id)
 	if err != nil {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return 0, ctx.Err()
 		}
 		if bytes.Contains(out, []byte("does not exist")) || bytes.Contains(out, []byte("not found")) {
 			// runsc holds nothing: a sandbox that never got going, or one
 			// whose state went with it.
 			if _, serr := os.Stat(r.sandboxDir(id)); serr == nil {
-				return nil, os.ErrProcessDone
+				return 0, nil
 			}
-			return nil, fmt.Errorf("gvisor: sandbox %s: %w", id, runtime.ErrNotFound)
+			return 0, fmt.Errorf("gvisor: sandbox %s: %w", id, runtime.ErrNotFound)
 		}
-		return nil, fmt.Errorf("gvisor: runsc state: %w: %s", err, bytes.TrimSpace(out))
+		return 0, fmt.Errorf("gvisor: runsc state: %w: %s", err, bytes.TrimSpace(out))
 	}
 	var st struct {
 		Status string `json:"status"`
 		Pid    int    `json:"pid"`
 	}
 	if err := json.Unmarshal(out, &st); err != nil {
-		return nil, fmt.Errorf("gvisor: runsc state: %w", err)
+		return 0, fmt.Errorf("gvisor: runsc state: %w", err)
 	}
-	if st.Status == "stopped" || st.Pid <= 0 {
-		return nil, os.ErrProcessDone
+	if st.Status == "stopped" {
+		return 0, nil
 	}
-	h, err := proc.Open(st.Pid)
-	if err != nil {
-		return nil, err
-	}
-	// The pid is runsc's record, which may be older than the process now
-	// holding it: the sandbox's own names its runsc root and its id.
-	if args, err := proc.Cmdline(st.Pid); err != nil || !containsArg(args, r.root) || !containsID(args, id) {
-		h.Close()
-		return nil, os.ErrProcessDone
-	}
-	return h, nil
-}
-
-// exitOf says how sandbox id ended, from what its cgroups counted.
-func exitOf(id string) runtime.Exit {
-	return runtime.Exit{OOMKilled: cgroup.OOMKills(cgroup.Dirs(id)...) > 0}
+	return st.Pid, nil
 }

@@ -24,50 +24,23 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 		return runtime.Exit{}, fmt.Errorf("qemu: sandbox %s: %w", id, runtime.ErrNotFound)
 	}
 	d := r.vmDir(id)
-	h, err := r.openQEMU(d, id)
-	if errors.Is(err, os.ErrProcessDone) {
-		return r.exitOf(d, id), nil
-	}
-	if err != nil {
-		return runtime.Exit{}, err
-	}
-	defer h.Close()
-	if err := h.Wait(ctx); err != nil {
-		return runtime.Exit{}, err
-	}
-	return r.exitOf(d, id), nil
-}
-
-// openQEMU opens the VM's QEMU, or returns os.ErrProcessDone if it has
-// exited.
-func (r *Runtime) openQEMU(d vmDir, id string) (*proc.Handle, error) {
 	st, err := d.readState()
-	if errors.Is(err, runtime.ErrNotFound) {
-		if _, serr := os.Stat(d.path); serr == nil {
-			return nil, os.ErrProcessDone // its QEMU never started
+	switch {
+	case errors.Is(err, runtime.ErrNotFound):
+		if _, serr := os.Stat(d.path); serr != nil {
+			return runtime.Exit{}, fmt.Errorf("qemu: sandbox %s: %w", id, err)
 		}
-		return nil, fmt.Errorf("qemu: sandbox %s: %w", id, err)
+		// A VM whose QEMU never started: it has ended.
+	case err != nil:
+		return runtime.Exit{}, err
+	default:
+		// vm.json may be older than the process now holding its pid: the
+		// VM's QEMU names files in the VM's directory.
+		if err := proc.Await(ctx, st.Pid, d.owns); err != nil {
+			return runtime.Exit{}, err
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	h, err := proc.Open(st.Pid)
-	if err != nil {
-		return nil, err
-	}
-	// vm.json may be older than the process now holding its pid: the
-	// VM's QEMU names files in the VM's directory.
-	if args, err := proc.Cmdline(st.Pid); err != nil || !d.owns(args) {
-		h.Close()
-		return nil, os.ErrProcessDone
-	}
-	return h, nil
-}
-
-// exitOf says how VM id ended: from its cgroups' count of OOM kills, and
-// the guest kernel's panic if its console shows one.
-func (r *Runtime) exitOf(d vmDir, id string) runtime.Exit {
-	return runtime.Exit{OOMKilled: cgroup.OOMKills(cgroup.Dirs(id)...) > 0, Detail: panicLine(d.consoleLog())}
+	return runtime.Exit{OOMKilled: cgroup.OOMKills(cgroup.Dirs(id)...) > 0, Detail: panicLine(d.consoleLog())}, nil
 }
 
 // panicLine returns the last "Kernel panic" line near the end of a
