@@ -66,7 +66,7 @@ func Defaults() Options {
 		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
 		PssSettle: 2 * time.Second, RestartDead: 5,
-		Runsc:     "runsc",
+		Runsc: "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
 	}
