@@ -65,8 +65,9 @@ func Defaults() Options {
 		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024,
 		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
-		PssSettle: 2 * time.Second, RestartDead: 5,
-		Runsc: "runsc",
+		PssSettle:   2 * time.Second,
+		RestartDead: 5,
+		Runsc:       "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
 	}
