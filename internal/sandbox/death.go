@@ -111,6 +111,8 @@ func (s *Service) markDead(b *box, ex runtime.Exit) {
 	s.markDeadWith(b, deathOf(ex))
 }
 
+// markDeadWith is markDead for death d. A sandbox no longer live, or a
+// service closing, is left as it is.
 func (s *Service) markDeadWith(b *box, d store.Death) {
 	id := b.rec.ID
 	s.mu.Lock()
@@ -142,25 +144,15 @@ func (s *Service) markDeadWith(b *box, d store.Death) {
 	if err := s.cfg.Store.SetDead(ctx, id, StatusDead, d); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("record dead sandbox", "id", id, "err", err)
 	}
-	if err := s.cfg.Runtime.Destroy(ctx, id); err != nil {
-		s.log.Warn("release dead sandbox; retried when it is reaped", "id", id, "err", err)
-		return
-	}
-	b.mu.Lock()
-	b.released = true
-	b.mu.Unlock()
+	s.releaseDead(ctx, b)
 }
 
-// releaseDead lets go of what the runtime may still hold for a dead
-// sandbox, recorded by an earlier daemon that may have died before it did.
+// releaseDead lets go of what the runtime holds for a dead sandbox; what
+// it cannot is retried when the sandbox is forgotten.
 func (s *Service) releaseDead(ctx context.Context, b *box) {
-	if err := s.cfg.Runtime.Destroy(ctx, b.rec.ID); err != nil {
+	if err := s.teardown(ctx, b); err != nil {
 		s.log.Warn("release dead sandbox; retried when it is reaped", "id", b.rec.ID, "err", err)
-		return
 	}
-	b.mu.Lock()
-	b.released = true
-	b.mu.Unlock()
 }
 
 // unpool takes b out of its snapshot's warm pool and reports whether it

@@ -135,7 +135,7 @@ type Stats struct {
 
 // box is a sandbox the service knows: live, pooled, or dead.
 type box struct {
-	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status, agent, checking, exit, death and released
+	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status, agent, checking, exit and death
 	rec   store.Sandbox
 	agent *agentproto.Client
 	// checking is set while a restarted daemon checks the sandbox: calls
@@ -143,10 +143,12 @@ type box struct {
 	checking bool
 	// exit is how its runtime process ended, once the watch saw it.
 	exit *runtime.Exit
-	// death is why and when a dead sandbox died; released says the
-	// runtime let go of everything it held.
-	death    store.Death
-	released bool
+	// death is why and when a dead sandbox died.
+	death store.Death
+	// teardownMu serialises the runtime's teardown of the sandbox (a
+	// death's, a delete's); released says it is done.
+	teardownMu sync.Mutex
+	released   bool
 	// life ends when the sandbox leaves for good (dead, destroyed) or the
 	// service closes; it bounds the watch and a re-attach.
 	life context.Context
@@ -332,24 +334,35 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 		b.agent = nil
 	}
 	b.rec.Status = StatusStopping
-	released := b.released
 	b.mu.Unlock()
 	b.end()
 	if err := s.cfg.Store.SetStatus(ctx, id, StatusStopping); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("mark sandbox stopping", "id", id, "err", err)
 	}
-	// A dead sandbox's resources went when it died.
-	if !released {
-		if err := s.cfg.Runtime.Destroy(ctx, id); err != nil {
-			s.log.Error("destroy sandbox", "id", id, "err", err)
-			return fmt.Errorf("destroy sandbox %s: %w", id, err)
-		}
+	if err := s.teardown(ctx, b); err != nil {
+		s.log.Error("destroy sandbox", "id", id, "err", err)
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
 	if err := s.cfg.Store.DeleteSandbox(ctx, id); err != nil {
 		return err
 	}
 	s.stats.Destroyed.Add(1)
 	s.log.Info("sandbox destroyed", "id", id)
+	return nil
+}
+
+// teardown has the runtime let go of everything it holds for b, once: a
+// dead sandbox's went when it died.
+func (s *Service) teardown(ctx context.Context, b *box) error {
+	b.teardownMu.Lock()
+	defer b.teardownMu.Unlock()
+	if b.released {
+		return nil
+	}
+	if err := s.cfg.Runtime.Destroy(ctx, b.rec.ID); err != nil {
+		return err
+	}
+	b.released = true
 	return nil
 }
 
