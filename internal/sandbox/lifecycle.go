@@ -43,17 +43,15 @@ func (s *Service) Recover(ctx context.Context) error {
 	p := s.plan(recs, deaths, ids)
 	s.recovering.Store(int64(p.len()))
 
-	rctx := s.bg
-	s.stopReaper = s.stopBG
 	s.reaperDone = make(chan struct{})
 	s.poolDone = make(chan struct{})
-	go s.reap(rctx)
+	go s.reap(s.bg)
 	go func() {
 		defer close(s.poolDone)
-		s.reconcile(rctx, p)
+		s.reconcile(s.bg, p)
 		close(s.recovered)
 		s.kickPool()
-		s.fillPools(rctx)
+		s.fillPools(s.bg)
 	}()
 	return nil
 }
@@ -250,7 +248,7 @@ func (s *Service) expiredBoxes(now time.Time) (expired, dead []*box) {
 // daemon re-attaches to them.
 func (s *Service) Close() {
 	s.stopBG()
-	if s.stopReaper != nil {
+	if s.reaperDone != nil { // Recover started them
 		<-s.reaperDone
 		<-s.poolDone
 	}

@@ -112,7 +112,6 @@ type Service struct {
 	bg     context.Context
 	stopBG context.CancelFunc
 
-	stopReaper context.CancelFunc
 	reaperDone chan struct{}
 	poolDone   chan struct{}
 	// recovered is closed once Recover's checks are done; recovering
