@@ -170,6 +170,8 @@ type daemon struct {
 	log       *os.File
 	c         *client.Client
 	extraArgs []string
+	// healthyAfter is how long the last start took to answer /healthz.
+	healthyAfter time.Duration
 }
 
 func startDaemon(dir string, extra ...string) (*daemon, error) {
@@ -194,6 +196,7 @@ func (d *daemon) start() error {
 		"--default-snapshot="}, append(backendArgs(), d.extraArgs...)...)
 	cmd := exec.Command(suite.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
+	t0 := time.Now()
 	if err := cmd.Start(); err != nil {
 		log.Close()
 		return err
@@ -203,13 +206,14 @@ func (d *daemon) start() error {
 	for time.Now().Before(deadline) {
 		if resp, err := http.Get(d.url + "/healthz"); err == nil {
 			resp.Body.Close()
+			d.healthyAfter = time.Since(t0)
 			key, err := os.ReadFile(filepath.Join(d.dir, "token"))
 			if err != nil {
 				return err
 			}
 			d.key = strings.TrimSpace(string(key))
 			d.c = client.New(d.url, d.key)
-			return nil
+			return d.waitRecovered(deadline)
 		}
 		if cmd.ProcessState != nil {
 			break
@@ -217,6 +221,23 @@ func (d *daemon) start() error {
 		time.Sleep(50 * time.Millisecond)
 	}
 	return fmt.Errorf("daemon did not come up; log:\n%s", d.logTail())
+}
+
+// waitRecovered waits until the daemon has checked the sandboxes an
+// earlier one left, which it does after it starts serving.
+func (d *daemon) waitRecovered(deadline time.Time) error {
+	for {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		info, err := d.c.Info(ctx)
+		cancel()
+		if err == nil && info.Recovering == 0 {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("daemon did not finish recovery (%+v, %v); log:\n%s", info, err, d.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (d *daemon) logTail() string {

@@ -47,6 +47,7 @@ as root on the daemon's host: the baselines run runsc and read /proc.`,
 				}
 				defer d.Stop(ctx)
 				cl, daemon = client.New(d.URL, d.Key, client.WithUserAgent("cove-cli/"+version)), d.URL
+				o.Restarter = d
 			} else {
 				var err error
 				if cl, daemon, err = cfg.client(); err != nil {
@@ -70,6 +71,7 @@ as root on the daemon's host: the baselines run runsc and read /proc.`,
 	fs.Var(&o.BranchMiB, "branch-mib", "MiB written in the source before each branch, comma-separated")
 	fs.IntVar(&o.ChainDepth, "chain-depth", o.ChainDepth, "depth of the snapshot chain to spawn from")
 	fs.IntVar(&o.ChainSamples, "chain-samples", o.ChainSamples, "spawns to time at each chain depth")
+	fs.IntVar(&o.RestartDead, "restart-dead", o.RestartDead, "with --backend qemu: sandboxes killed while the temporary daemon is down, before its restart is timed")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")

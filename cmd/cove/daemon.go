@@ -128,8 +128,10 @@ func explain(err error, daemonURL string) error {
 		hint = "the daemon refused the sandbox token: the right one is in `cove create --json`'s output; pass it with --sandbox-token or COVE_SANDBOX_TOKEN"
 	case errors.Is(err, client.ErrLimit):
 		hint = "the daemon is at a limit (see `cove info`); kill sandboxes you no longer need (`cove ls`, `cove kill`)"
+	case errors.Is(err, client.ErrGone):
+		hint = "the sandbox died (`cove ls` shows why); what ran in it is gone: `cove create` a new one"
 	case errors.Is(err, client.ErrUnavailable):
-		hint = "the daemon is busy or still starting; try again shortly, or see `cove info`"
+		hint = "the daemon could not reach the sandbox's agent, or is still starting; try again shortly, and see `cove ls` and `cove info`"
 	case errors.Is(err, context.DeadlineExceeded):
 		hint = "the daemon did not answer in time; is it overloaded? see `cove info`"
 	default:

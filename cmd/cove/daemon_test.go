@@ -9,6 +9,8 @@ import (
 	"testing"
 
 	"github.com/spf13/cobra"
+
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 func TestBaseURL(t *testing.T) {
@@ -116,5 +118,13 @@ func TestExplain(t *testing.T) {
 	plain := errors.New("x")
 	if err := explain(plain, "u"); err != plain {
 		t.Errorf("explain changed an error it has no hint for: %v", err)
+	}
+}
+
+func TestExplainDeadSandbox(t *testing.T) {
+	// A dead sandbox's 410 says it died, not that the daemon is busy.
+	err := explain(&client.Error{Status: 410, Code: "gone", Message: "sandbox s1 is dead (exited, 3s ago)"}, "u")
+	if msg := err.Error(); !strings.Contains(msg, "sandbox died") || strings.Contains(msg, "busy") {
+		t.Errorf("explain(410) = %q", msg)
 	}
 }

@@ -66,8 +66,12 @@ func printLs(w io.Writer, sbs []apitype.SandboxInfo) error {
 		if sb.CreatedAtUnix != 0 {
 			age = fmtDuration(now.Sub(time.Unix(sb.CreatedAtUnix, 0)))
 		}
+		status := sb.Status
+		if sb.DeadReason != "" {
+			status += " (" + sb.DeadReason + ")"
+		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dMi\t%s\t%s\n",
-			sb.ID, sb.Status, sandboxImage(sb), sb.CPUs, sb.MemoryMiB, age, fmtUntil(now, sb.ExpiresAtUnix))
+			sb.ID, status, sandboxImage(sb), sb.CPUs, sb.MemoryMiB, age, fmtUntil(now, sb.ExpiresAtUnix))
 	}
 	return tw.Flush()
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	goruntime "runtime"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -34,7 +35,7 @@ import (
 type serveFlags struct {
 	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel string
 
-	defaultTTL, maxTTL, startTimeout time.Duration
+	defaultTTL, maxTTL, startTimeout, deadKeep time.Duration
 
 	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar int
 }
@@ -79,6 +80,7 @@ are re-attached at its next start.`,
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
 	fs.IntVar(&f.startPar, "start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
+	fs.DurationVar(&f.deadKeep, "dead-keep", 10*time.Minute, "how long a sandbox that died stays listed, with why, before it is forgotten")
 	return cmd
 }
 
@@ -94,6 +96,9 @@ func (f serveFlags) limits() sandbox.Limits {
 func runServe(ctx context.Context, f serveFlags) error {
 	if f.startTimeout <= 0 {
 		return fmt.Errorf("--start-timeout must be positive, got %s", f.startTimeout)
+	}
+	if f.deadKeep <= 0 {
+		return fmt.Errorf("--dead-keep must be positive, got %s", f.deadKeep)
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -134,16 +139,24 @@ func runServe(ctx context.Context, f serveFlags) error {
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
-		StartTimeout: f.startTimeout, StartParallelism: f.startPar,
+		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep,
 	})
+	// Recover reads the records and checks the sandboxes in the
+	// background: the API serves at once, and the default snapshot is
+	// built (when it must be) meanwhile, a spawn from it answering 503
+	// with Retry-After until it is ready.
 	if err := svc.Recover(ctx); err != nil {
 		return fmt.Errorf("recover state: %w", err)
 	}
 	defer svc.Close()
+	var bg sync.WaitGroup
+	defer bg.Wait() // before svc.Close
 	if f.defaultSnap != "" {
-		if err := svc.EnsureSnapshot(ctx, f.defaultSnap, f.defaultImage); err != nil {
-			log.Warn("default snapshot not available", "tag", f.defaultSnap, "err", err)
-		}
+		bg.Go(func() {
+			if err := svc.EnsureSnapshot(ctx, f.defaultSnap, f.defaultImage); err != nil && ctx.Err() == nil {
+				log.Warn("default snapshot not available", "tag", f.defaultSnap, "err", err)
+			}
+		})
 	}
 	be.version = rt.Version(ctx)
 	return serveHTTP(ctx, f, key, svc, be, log)
@@ -155,7 +168,7 @@ func serveHTTP(ctx context.Context, f serveFlags, key string, svc *sandbox.Servi
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
 			Version: version, Backend: be.name, BackendReason: be.reason, RuntimeVer: be.version, Accel: be.accel,
-			DefaultImage: f.defaultImage, Sandboxes: svc.Count(),
+			DefaultImage: f.defaultImage, Sandboxes: svc.Count(), Recovering: svc.Recovering(),
 			Limits: apitype.Limits{
 				DefaultTTLSecs: int64(limits.DefaultTTL.Seconds()), MaxTTLSecs: int64(limits.MaxTTL.Seconds()),
 				DefaultCPUs: limits.DefaultCPUs, MaxCPUs: limits.MaxCPUs,

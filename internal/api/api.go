@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"math"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
@@ -169,6 +170,8 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	status, code := http.StatusInternalServerError, apitype.CodeInternal
 	switch {
+	case errors.Is(err, sandbox.ErrDead):
+		status, code = http.StatusGone, apitype.CodeGone
 	case errors.Is(err, sandbox.ErrInvalid):
 		status, code = http.StatusBadRequest, apitype.CodeBadRequest
 	case errors.Is(err, sandbox.ErrNotFound):
@@ -183,11 +186,14 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusGatewayTimeout, apitype.CodeTimeout
 	case errors.Is(err, sandbox.ErrUnavailable):
 		status, code = http.StatusServiceUnavailable, apitype.CodeUnavailable
+		if errors.Is(err, sandbox.ErrRetry) {
+			w.Header().Set("Retry-After", strconv.Itoa(int(sandbox.RetryAfter/time.Second)))
+		}
 	case errors.Is(err, context.Canceled):
 		// The client went away; nobody reads the answer.
 		status, code = 499, "canceled"
 	}
-	if status >= 500 {
+	if status >= 500 && !errors.Is(err, sandbox.ErrRetry) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 	writeError(w, status, code, err.Error()+hint(err))
@@ -203,6 +209,10 @@ func hint(err error) string {
 		return " (list snapshots with GET /v1/snapshots)"
 	case errors.Is(err, sandbox.ErrNoToken):
 		return " in the " + apitype.SandboxTokenHeader + " header (it was returned when the sandbox was created)"
+	case errors.Is(err, sandbox.ErrDead):
+		return " (GET /v1/sandboxes/{id} shows dead_reason until the daemon forgets it; create a new sandbox)"
+	case errors.Is(err, sandbox.ErrRetry):
+		return " (try again after Retry-After)"
 	}
 	return ""
 }

@@ -42,6 +42,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 		{"cove_create_failures_total", "Create calls that failed.", st.Failures.Load()},
 		{"cove_execs_total", "Commands run.", st.Execs.Load()},
 		{"cove_pool_hits_total", "Sandboxes handed out from a warm pool.", st.PoolHits.Load()},
+		{"cove_sandboxes_died_total", "Sandboxes whose runtime process ended while they ran.", st.Died.Load()},
 	} {
 		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
 	}
@@ -51,8 +52,16 @@ func sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
 	return apitype.SandboxInfo{
 		ID: i.ID, Status: i.Status, Backend: i.Backend, Image: i.Image, SnapshotTag: i.SnapshotTag,
 		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, CreatedAtUnix: i.CreatedAt.Unix(),
-		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token,
+		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token, DeadReason: i.DeadReason, DiedAtUnix: unixOrZero(i.DiedAt),
 	}
+}
+
+// unixOrZero is t in Unix seconds, 0 for the zero time.
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]sandbox.Info, bool) {

@@ -29,10 +29,12 @@ type Daemon struct {
 	URL string // where it listens
 	Key string // its API key
 
-	dir  string // everything it has, removed by Stop
-	cmd  *exec.Cmd
-	log  *os.File
-	logf func(string, ...any)
+	dir    string // everything it has, removed by Stop
+	args   []string
+	cmd    *exec.Cmd
+	exited chan error // cmd's end
+	log    *os.File
+	logf   func(string, ...any)
 }
 
 // StartQEMU starts a QEMU daemon (this executable's serve) under
@@ -62,12 +64,10 @@ func StartQEMU(ctx context.Context, accel, imageDir string, log io.Writer) (*Dae
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.cmd = exec.Command(self, "serve", "--backend", "qemu", "--accel", accel, "--addr", addr,
+	d.args = []string{self, "serve", "--backend", "qemu", "--accel", accel, "--addr", addr,
 		"--state-dir", d.stateDir(), "--api-key-file", d.tokenPath(), "--image-dir", imageDir,
-		"--default-snapshot=", "--start-timeout", "3m", "--pool-size", "0")
-	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
-	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := d.cmd.Start(); err != nil {
+		"--default-snapshot=", "--start-timeout", "3m", "--pool-size", "0"}
+	if err := d.start(); err != nil {
 		d.log.Close()
 		os.RemoveAll(dir)
 		return nil, err
@@ -78,6 +78,44 @@ func StartQEMU(ctx context.Context, accel, imageDir string, log io.Writer) (*Dae
 		return nil, err
 	}
 	return d, nil
+}
+
+// start starts the daemon's process.
+func (d *Daemon) start() error {
+	d.cmd = exec.Command(d.args[0], d.args[1:]...)
+	d.cmd.Stdout, d.cmd.Stderr = d.log, d.log
+	d.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	if err := d.cmd.Start(); err != nil {
+		d.cmd = nil
+		return err
+	}
+	exited := make(chan error, 1)
+	d.exited = exited
+	go func(cmd *exec.Cmd) { exited <- cmd.Wait() }(d.cmd)
+	return nil
+}
+
+// Restart implements Restarter: SIGKILL, as a crash; the sandboxes
+// stay, as they do.
+func (d *Daemon) Restart(ctx context.Context, whileDown func()) (time.Time, error) {
+	if d.cmd == nil {
+		return time.Time{}, errors.New("the temporary daemon is not running")
+	}
+	d.cmd.Process.Kill()
+	<-d.exited
+	d.cmd = nil
+	whileDown()
+	t0 := time.Now()
+	if err := d.start(); err != nil {
+		return t0, fmt.Errorf("restart the temporary daemon: %w", err)
+	}
+	return t0, nil
+}
+
+// KillSandbox implements Restarter: every process whose command line
+// names the sandbox's directory (a VM's QEMU) is killed.
+func (d *Daemon) KillSandbox(id string) int {
+	return proc.KillMatching(proc.ArgsContain(filepath.Join(d.stateDir(), "sandboxes", id) + "/"))
 }
 
 func (d *Daemon) stateDir() string  { return filepath.Join(d.dir, "state") }
@@ -97,8 +135,6 @@ func freePort() (string, error) {
 // wait waits until the daemon has written its key and answers with it.
 func (d *Daemon) wait(ctx context.Context) error {
 	const timeout = 2 * time.Minute
-	exited := make(chan error, 1)
-	go func() { exited <- d.cmd.Wait() }()
 	deadline := time.Now().Add(timeout)
 	for {
 		if b, err := os.ReadFile(d.tokenPath()); err == nil && len(strings.TrimSpace(string(b))) > 0 {
@@ -111,7 +147,7 @@ func (d *Daemon) wait(ctx context.Context) error {
 			}
 		}
 		select {
-		case err := <-exited:
+		case err := <-d.exited:
 			d.cmd = nil
 			return fmt.Errorf("temporary daemon exited (%v): %s", err, fsutil.Tail(d.logPath(), 800))
 		case <-ctx.Done():

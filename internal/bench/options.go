@@ -41,6 +41,11 @@ type Options struct {
 	// PssSettle is how long sandboxes are left idle before their memory
 	// is measured.
 	PssSettle time.Duration
+	// RestartDead is how many sandboxes are killed while the daemon is
+	// down for the restart benchmark, which runs only with a Restarter.
+	RestartDead int
+	// Restarter restarts the daemon: set for one the bench started.
+	Restarter Restarter
 
 	// Only and Skip select benchmark groups by name (see Groups).
 	Only, Skip NameList
@@ -60,8 +65,9 @@ func Defaults() Options {
 		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024,
 		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
-		PssSettle: 2 * time.Second,
-		Runsc:     "runsc",
+		PssSettle:   2 * time.Second,
+		RestartDead: 5,
+		Runsc:       "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
 	}
@@ -92,11 +98,14 @@ func (o *Options) ForQEMU(given map[string]bool) {
 // Validate checks the counts and the names of Only and Skip.
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB,
-		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples) < 0 {
+		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
 		return errors.New("--pool-size must be at least 1 for pool hand-outs")
+	}
+	if o.RestartDead > apitype.MaxN {
+		return fmt.Errorf("--restart-dead must be at most %d", apitype.MaxN)
 	}
 	if o.SpawnN > apitype.MaxN {
 		return fmt.Errorf("--spawn-n must be at most %d", apitype.MaxN)
@@ -126,6 +135,7 @@ func (o *Options) groups() map[string][]*int {
 		"spawn100": {&o.SpawnN}, // and pss_per_child
 		"branch":   {&o.Branches},
 		"chain":    {&o.ChainSamples},
+		"restart":  {&o.RestartDead},
 	}
 }
 

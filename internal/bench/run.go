@@ -78,6 +78,14 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.snapshotsWanted() {
 		b.runSnapshotBenches(ctx, info, add)
 	}
+	switch {
+	case b.o.RestartDead > 0 && b.o.Restarter != nil:
+		for _, r := range b.benchRestart(ctx, info) {
+			add(r)
+		}
+	case b.o.RestartDead > 0:
+		b.logf("restart: skipped, it kills the daemon: only one the bench starts itself (--backend qemu) is restarted")
+	}
 	addColdBaseline(rep.Results)
 	if r, ok := restoreRatio(rep.Results); ok {
 		rep.Results = append(rep.Results, r)

@@ -133,3 +133,27 @@ func raisedQuota(d string) (file, raised, old string, err error) {
 	}
 	return filepath.Join(d, "cpu.cfs_quota_us"), strconv.Itoa(q + p), old, nil
 }
+
+// OOMKills returns how many tasks the kernel's OOM killer has killed in
+// the memory cgroups among dirs: the oom_kill count of cgroup v2's
+// memory.events or of v1's memory.oom_control. Directories that have
+// neither (not a memory controller's, or gone) count nothing.
+func OOMKills(dirs ...string) int {
+	n := 0
+	for _, d := range dirs {
+		for _, f := range []string{"memory.events", "memory.oom_control"} {
+			b, err := os.ReadFile(filepath.Join(d, f))
+			if err != nil {
+				continue
+			}
+			for _, line := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(line, "oom_kill "); ok {
+					k, _ := strconv.Atoi(strings.TrimSpace(v))
+					n += k
+				}
+			}
+			break
+		}
+	}
+	return n
+}

@@ -75,3 +75,31 @@ func TestRaiseCPUQuota(t *testing.T) {
 	}
 	restore()
 }
+
+func TestOOMKills(t *testing.T) {
+	root := t.TempDir()
+	write := func(dir, file, content string) string {
+		d := filepath.Join(root, dir)
+		os.MkdirAll(d, 0o755)
+		os.WriteFile(filepath.Join(d, file), []byte(content), 0o644)
+		return d
+	}
+	v2 := write("v2", "memory.events", "low 0\nhigh 0\nmax 4\noom 2\noom_kill 2\noom_group_kill 0\n")
+	v1 := write("v1", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 1\n")
+	none := write("v1none", "memory.oom_control", "oom_kill_disable 0\nunder_oom 0\noom_kill 0\n")
+	cpu := write("cpu", "cpu.max", "max 100000\n")
+	for _, tc := range []struct {
+		name string
+		dirs []string
+		want int
+	}{
+		{"v2", []string{v2}, 2},
+		{"v1", []string{v1}, 1},
+		{"none", []string{none, cpu, filepath.Join(root, "absent")}, 0},
+		{"both", []string{v1, v2, cpu}, 3},
+	} {
+		if got := OOMKills(tc.dirs...); got != tc.want {
+			t.Errorf("%s: OOMKills = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}

@@ -57,6 +57,7 @@ func New() *Daemon {
 		snapshots: map[string]*snapshot{},
 	}
 	routes := map[string]func(*http.Request) (int, any){
+		"GET /healthz":                     func(*http.Request) (int, any) { return 200, map[string]bool{"ok": true} },
 		"GET /v1/info":                     func(*http.Request) (int, any) { return 200, f.Info },
 		"POST /v1/snapshots":               f.createSnapshot,
 		"GET /v1/snapshots":                f.listSnapshots,

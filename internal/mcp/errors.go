@@ -42,6 +42,9 @@ func (s *Server) explain(ctx context.Context, err error, sandboxID string) error
 		return fmt.Errorf("%v. Fix the arguments and call again", err)
 	case errors.Is(err, client.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return fmt.Errorf("timed out: %v. Give a larger timeout_secs, or run long work with exec_command background=true and wait_for_text on its log", err)
+	case errors.Is(err, client.ErrGone):
+		return fmt.Errorf("%v. The sandbox died and everything in it is gone: call create_sandbox for a new one "+
+			"(list_sandboxes shows why it died as dead_reason)", err)
 	case errors.Is(err, client.ErrUnavailable):
 		return fmt.Errorf("%v. The daemon is busy or starting: try again in a few seconds", err)
 	case errors.Is(err, syscall.ECONNREFUSED), errors.As(err, &opErr):

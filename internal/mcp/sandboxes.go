@@ -25,6 +25,7 @@ type Sandbox struct {
 	ExpiresAtUnix int64  `json:"expires_at_unix"`
 	ExpiresInSecs int64  `json:"expires_in_secs" jsonschema:"seconds until the sandbox is destroyed; extend_sandbox pushes this out"`
 	Token         string `json:"token,omitempty" jsonschema:"the sandbox's token: only in the result that created it; this session remembers it"`
+	DeadReason    string `json:"dead_reason,omitempty" jsonschema:"set when status is dead: why it died (exited, oom_killed, unreachable)"`
 	// SessionHasToken tells the model whether it may omit sandbox_token.
 	SessionHasToken bool `json:"session_has_token" jsonschema:"whether this MCP session knows the sandbox's token, so that sandbox_token may be omitted"`
 }
@@ -35,6 +36,7 @@ func toSandbox(info apitype.SandboxInfo, st *session, now time.Time) Sandbox {
 		CPUs: info.CPUs, MemoryMiB: info.MemoryMiB, CreatedAtUnix: info.CreatedAtUnix, ExpiresAtUnix: info.ExpiresAtUnix,
 		ExpiresInSecs:   max(0, info.ExpiresAtUnix-now.Unix()),
 		Token:           info.Token,
+		DeadReason:      info.DeadReason,
 		SessionHasToken: info.Token != "" || st.hasToken(info.ID),
 	}
 }

@@ -44,6 +44,16 @@ type Spec struct {
 	Golden bool
 }
 
+// Exit is how a sandbox's runtime process ended.
+type Exit struct {
+	// OOMKilled says the host's OOM killer struck in the sandbox's cgroup,
+	// at its memory limit, while it ran.
+	OOMKilled bool
+	// Detail is what else the runtime knows, for logs and errors: the
+	// guest console's last line, say. It may be empty.
+	Detail string
+}
+
 // Runtime starts, reaches and destroys sandboxes.
 type Runtime interface {
 	// Name is the backend's name, e.g. "gvisor".
@@ -56,6 +66,12 @@ type Runtime interface {
 	Start(ctx context.Context, spec Spec) error
 	// Dial opens a byte stream to the agent of a running sandbox.
 	Dial(ctx context.Context, id string) (net.Conn, error)
+	// Wait blocks until the runtime process of a started sandbox (runsc's
+	// sandbox, the VM's QEMU) has exited, and says how it ended; it
+	// returns at once for one that is gone already. It returns ctx's error
+	// if ctx ends first, and ErrNotFound if the runtime holds nothing for
+	// id. Whatever the sandbox held stays until Destroy.
+	Wait(ctx context.Context, id string) (Exit, error)
 	// Destroy kills the sandbox and everything in it and releases every
 	// resource it held. It is idempotent and succeeds for unknown ids.
 	Destroy(ctx context.Context, id string) error

@@ -17,7 +17,7 @@ func (s *Service) awaitAgent(ctx context.Context, b *box, first func(context.Con
 	for delay := time.Millisecond; ; delay = min(delay*2, 20*time.Millisecond) {
 		c, err := s.connectWith(ctx, b.rec.ID, first)
 		if err == nil {
-			b.agent = c
+			b.attach(c)
 			return nil
 		}
 		if errors.Is(err, runtime.ErrExited) {
@@ -78,25 +78,25 @@ func (sb *Sandbox) agent(ctx context.Context) (*agentproto.Client, error) {
 	defer cancel()
 	c, err := sb.s.connect(ctx, b.rec.ID)
 	if err != nil {
-		return nil, fmt.Errorf("%w: cannot reach the agent of sandbox %s: %v", ErrUnavailable, b.rec.ID, err)
+		return nil, sb.fail(fmt.Errorf("%w: cannot reach the agent of sandbox %s: %v", ErrUnavailable, b.rec.ID, err))
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.rec.Status != StatusRunning { // destroyed while we dialled
+	if err := b.usableLocked(); err != nil { // destroyed, or dead, while we dialled
 		c.Close()
-		return nil, fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, b.rec.Status, ErrNotFound)
+		return nil, err
 	}
-	b.agent = c
+	b.attach(c)
 	return c, nil
 }
 
 // liveAgent returns the sandbox's working agent connection, nil if there
-// is none, or an error if the sandbox is going away.
+// is none, or an error if calls may not go to the sandbox.
 func (b *box) liveAgent() (*agentproto.Client, error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.rec.Status != StatusRunning {
-		return nil, fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, b.rec.Status, ErrNotFound)
+	if err := b.usableLocked(); err != nil {
+		return nil, err
 	}
 	if b.agent != nil {
 		select {

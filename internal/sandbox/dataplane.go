@@ -146,6 +146,9 @@ func (s *Service) Open(id, token string) (*Sandbox, error) {
 	if !tokenMatches(b.rec.TokenHash, token) {
 		return nil, fmt.Errorf("%w: wrong token for sandbox %s", ErrForbidden, id)
 	}
+	if err := b.usable(); err != nil {
+		return nil, err
+	}
 	return &Sandbox{s: s, b: b}, nil
 }
 
@@ -160,7 +163,7 @@ func (sb *Sandbox) Ping(ctx context.Context) (PingResult, error) {
 	}
 	t0 := time.Now()
 	r, err := a.Ping(ctx)
-	return PingResult{Hostname: r.Hostname, Uptime: time.Duration(r.UptimeMs) * time.Millisecond, RTT: time.Since(t0)}, mapErr(err)
+	return PingResult{Hostname: r.Hostname, Uptime: time.Duration(r.UptimeMs) * time.Millisecond, RTT: time.Since(t0)}, sb.fail(err)
 }
 
 // Exec runs a command.
@@ -176,7 +179,7 @@ func (sb *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error
 	sb.s.stats.Execs.Add(1)
 	r, err := a.Exec(ctx, preq)
 	return ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, TimedOut: r.TimedOut, Truncated: r.Truncated,
-		Duration: time.Duration(r.DurationMs) * time.Millisecond}, mapErr(err)
+		Duration: time.Duration(r.DurationMs) * time.Millisecond}, sb.fail(err)
 }
 
 // Eval evaluates Python code in the sandbox's warm interpreter.
@@ -189,7 +192,7 @@ func (sb *Sandbox) Eval(ctx context.Context, req EvalRequest) (EvalResult, error
 		return EvalResult{}, err
 	}
 	r, err := a.Eval(ctx, agentproto.EvalRequest{Code: req.Code, TimeoutMs: req.Timeout.Milliseconds()})
-	return EvalResult{Result: r.Result, Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error, ExitCode: r.ExitCode}, mapErr(err)
+	return EvalResult{Result: r.Result, Stdout: r.Stdout, Stderr: r.Stderr, Error: r.Error, ExitCode: r.ExitCode}, sb.fail(err)
 }
 
 // Put writes a file from r, atomically.
@@ -206,7 +209,7 @@ func (sb *Sandbox) Put(ctx context.Context, req PutRequest, r io.Reader) (FileIn
 	}
 	info, err := a.Put(ctx, agentproto.PutRequest{Path: req.Path, Mode: req.Mode}, r)
 	if err != nil {
-		return FileInfo{}, mapErr(err)
+		return FileInfo{}, sb.fail(err)
 	}
 	return fileInfo(info), nil
 }
@@ -226,7 +229,7 @@ func (sb *Sandbox) Get(ctx context.Context, req GetRequest) (FileInfo, io.ReadCl
 	}
 	info, rc, err := a.Get(ctx, req.proto())
 	if err != nil {
-		return FileInfo{}, nil, mapErr(err)
+		return FileInfo{}, nil, sb.fail(err)
 	}
 	return fileInfo(info), rc, nil
 }
@@ -245,7 +248,7 @@ func (sb *Sandbox) List(ctx context.Context, req ListRequest) (ListResult, error
 	}
 	r, err := a.List(ctx, agentproto.ListRequest{Path: req.Path, Depth: req.Depth})
 	if err != nil {
-		return ListResult{}, mapErr(err)
+		return ListResult{}, sb.fail(err)
 	}
 	out := ListResult{Entries: make([]FileInfo, len(r.Entries)), Truncated: r.Truncated}
 	for i, e := range r.Entries {
@@ -270,5 +273,5 @@ func (sb *Sandbox) Wait(ctx context.Context, req WaitRequest) (WaitResult, error
 		return WaitResult{}, err
 	}
 	r, err := a.Wait(ctx, agentproto.WaitRequest{Path: req.Path, Text: req.Text, TimeoutMs: req.Timeout.Milliseconds()})
-	return WaitResult{Found: r.Found, Elapsed: time.Duration(r.ElapsedMs) * time.Millisecond}, mapErr(err)
+	return WaitResult{Found: r.Found, Elapsed: time.Duration(r.ElapsedMs) * time.Millisecond}, sb.fail(err)
 }

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // Sentinel errors. The API maps them onto statuses; messages wrapped around
@@ -18,6 +19,9 @@ var (
 	// ErrConflict reports a request that clashes with existing state: a
 	// tag already taken, a snapshot still in use.
 	ErrConflict = errors.New("conflict")
+	// ErrDead reports a call to a sandbox that died: its runtime process
+	// ended while it ran. The message says why and when.
+	ErrDead = errors.New("dead")
 )
 
 // Refinements of the sentinels above, for the cases where a front end adds
@@ -32,7 +36,15 @@ var (
 	// ErrNoToken is ErrForbidden for a data-plane call without the
 	// sandbox's token.
 	ErrNoToken = fmt.Errorf("%w", ErrForbidden)
+	// ErrRetry is ErrUnavailable for a call refused, changing nothing,
+	// because what it needs is still being made ready (a sandbox checked
+	// after a restart, a snapshot being built): the same call will do
+	// after RetryAfter.
+	ErrRetry = fmt.Errorf("%w", ErrUnavailable)
 )
+
+// RetryAfter is how soon a call refused with ErrRetry may be tried again.
+const RetryAfter = time.Second
 
 func invalidf(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrInvalid, fmt.Sprintf(format, args...))

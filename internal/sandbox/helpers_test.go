@@ -59,8 +59,20 @@ func newEnv(t *testing.T, opts ...func(*Config)) *testEnv {
 	return e
 }
 
-// start makes a new Service and recovers, as the daemon does at startup.
+// start makes a new Service and recovers, as the daemon does at startup,
+// and waits for the recovery's checks.
 func (e *testEnv) start(t *testing.T) {
+	t.Helper()
+	e.begin(t)
+	select {
+	case <-e.svc.Recovered():
+	case <-time.After(10 * time.Second):
+		t.Fatal("recovery did not finish")
+	}
+}
+
+// begin makes a new Service and starts its recovery.
+func (e *testEnv) begin(t *testing.T) {
 	t.Helper()
 	e.svc = New(e.cfg)
 	if err := e.svc.Recover(testCtx(t)); err != nil {

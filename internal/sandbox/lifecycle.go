@@ -2,14 +2,25 @@ package sandbox
 
 import (
 	"context"
+	"errors"
+	"sync"
 	"time"
+
+	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // Recover rebuilds the service's view from the store and the runtime after
-// a (possibly unclean) daemon restart. Every recorded sandbox is either
-// re-attached, when it runs and its agent answers, or destroyed; whatever
-// the runtime holds that no record names is destroyed too. It then starts
-// the reaper.
+// a (possibly unclean) daemon restart, and starts the reaper. It returns
+// once the records are read, before any sandbox is checked, so the daemon
+// can serve at once: the checks run in the background, a bounded number at
+// a time (Recovered says when they are done), and a call to a sandbox still
+// being checked is refused with ErrRetry. A recorded sandbox that runs and
+// whose agent answers is re-attached; one whose runtime process is gone,
+// or whose agent does not answer, is dead. Every other record, and
+// whatever the runtime holds that no record names, is destroyed. The warm
+// pools fill once the checks are done.
 func (s *Service) Recover(ctx context.Context) error {
 	s.runtimeVersion = s.cfg.Runtime.Version(ctx)
 	if err := s.recoverSnapshots(ctx); err != nil {
@@ -19,51 +30,169 @@ func (s *Service) Recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	known := map[string]bool{}
-	now := time.Now()
-	for _, rec := range recs {
-		known[rec.ID] = true
-		b := &box{rec: rec}
-		if rec.Status == StatusRunning && now.Before(rec.ExpiresAt) && rec.Backend == s.cfg.Runtime.Name() {
-			cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			c, err := s.connect(cctx, rec.ID)
-			cancel()
-			if err == nil {
-				b.agent = c
-				s.mu.Lock()
-				s.boxes[rec.ID] = b
-				s.mu.Unlock()
-				s.log.Info("sandbox re-attached", "id", rec.ID)
-				continue
-			}
-			s.log.Warn("sandbox lost", "id", rec.ID, "err", err)
-		}
-		s.log.Info("cleaning up sandbox from an earlier run", "id", rec.ID, "status", rec.Status)
-		s.destroy(ctx, b)
+	deaths, err := s.cfg.Store.Deaths(ctx)
+	if err != nil {
+		return err
 	}
+	// Listed before any create can start a sandbox: whatever is here and
+	// has no record is an orphan.
 	ids, err := s.cfg.Runtime.List(ctx)
 	if err != nil {
 		return err
 	}
+	p := s.plan(recs, deaths, ids)
+	s.recovering.Store(int64(p.len()))
+
+	s.reaperDone = make(chan struct{})
+	s.poolDone = make(chan struct{})
+	go s.reap(s.bg)
+	go func() {
+		defer close(s.poolDone)
+		s.reconcile(s.bg, p)
+		close(s.recovered)
+		s.kickPool()
+		s.fillPools(s.bg)
+	}()
+	return nil
+}
+
+// Recovered is closed once Recover's checks and clean-ups are done.
+func (s *Service) Recovered() <-chan struct{} { return s.recovered }
+
+// Recovering returns how many recorded sandboxes Recover has still to
+// check or clean up.
+func (s *Service) Recovering() int { return int(s.recovering.Load()) }
+
+// recovery is what Recover found to do.
+type recovery struct {
+	check   []*box   // recorded running: re-attach, or find dead
+	destroy []*box   // records of sandboxes not to keep
+	release []*box   // dead, still listed: let go of what may be left
+	orphans []string // held by the runtime, without a record
+}
+
+func (p recovery) len() int { return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) }
+
+// plan sorts the records an earlier daemon left, and the runtime's
+// sandboxes, into what to check, keep as dead, and destroy. Those to
+// check and the dead are listed from now on.
+func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, ids []string) recovery {
+	var p recovery
+	known := map[string]bool{}
+	now := time.Now()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, rec := range recs {
+		known[rec.ID] = true
+		b := s.newBox(rec)
+		switch {
+		case rec.Status == StatusDead:
+			b.death = deaths[rec.ID]
+			if b.expired(now, s.cfg.DeadKeep) {
+				p.destroy = append(p.destroy, b)
+				continue
+			}
+			s.dead[rec.ID] = b
+			p.release = append(p.release, b)
+		case rec.Status == StatusRunning && now.Before(rec.ExpiresAt) && rec.Backend == s.cfg.Runtime.Name():
+			b.checking = true
+			s.boxes[rec.ID] = b
+			p.check = append(p.check, b)
+		default:
+			p.destroy = append(p.destroy, b)
+		}
+	}
 	for _, id := range ids {
 		if !known[id] {
+			p.orphans = append(p.orphans, id)
+		}
+	}
+	return p
+}
+
+// recoverParallelism bounds the checks and clean-ups Recover runs at
+// once: each mostly waits, on the runtime or on an agent.
+const recoverParallelism = 16
+
+// reattachTimeout bounds how long a recorded sandbox's agent may take to
+// answer a restarted daemon.
+const reattachTimeout = 5 * time.Second
+
+// reconcile carries out p, checks first, recoverParallelism at a time.
+func (s *Service) reconcile(ctx context.Context, p recovery) {
+	sem := make(chan struct{}, recoverParallelism)
+	var wg sync.WaitGroup
+	run := func(f func()) {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() {
+				s.recovering.Add(-1)
+				<-sem
+			}()
+			f()
+		})
+	}
+	for _, b := range p.check {
+		run(func() { s.reattach(b) })
+	}
+	for _, b := range p.destroy {
+		run(func() {
+			s.log.Info("cleaning up sandbox from an earlier run", "id", b.rec.ID, "status", b.rec.Status)
+			s.destroy(ctx, b)
+		})
+	}
+	for _, b := range p.release {
+		run(func() { s.releaseDead(ctx, b) })
+	}
+	for _, id := range p.orphans {
+		run(func() {
 			s.log.Info("destroying orphaned sandbox", "id", id)
 			if err := s.cfg.Runtime.Destroy(ctx, id); err != nil {
 				s.log.Warn("destroy orphan", "id", id, "err", err)
 			}
-		}
+		})
 	}
-	rctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	s.stopReaper = cancel
-	s.reaperDone = make(chan struct{})
-	s.poolDone = make(chan struct{})
-	go s.reap(rctx)
-	go func() {
-		defer close(s.poolDone)
-		s.fillPools(rctx)
-	}()
-	s.kickPool()
-	return nil
+	wg.Wait()
+}
+
+// reattach checks a recorded running sandbox: its watch starts at once,
+// and finds it dead if its runtime process is gone, while its agent is
+// dialled; an agent that answers makes it live again.
+func (s *Service) reattach(b *box) {
+	id := b.rec.ID
+	s.watch(b)
+	ctx, cancel := context.WithTimeout(b.life, reattachTimeout)
+	defer cancel()
+	c, err := s.connect(ctx, id)
+	b.mu.Lock()
+	if b.rec.Status != StatusRunning || s.bg.Err() != nil { // dead, deleted or expired, or closing
+		b.mu.Unlock()
+		if c != nil {
+			c.Close()
+		}
+		return
+	}
+	if err == nil {
+		b.attach(c)
+		b.checking = false
+		b.mu.Unlock()
+		s.log.Info("sandbox re-attached", "id", id)
+		return
+	}
+	b.mu.Unlock()
+	// The watch, if it is about to find the process gone, knows better
+	// why: an OOM kill, say.
+	select {
+	case <-b.life.Done():
+		return
+	case <-time.After(deathGrace):
+	}
+	d := store.Death{Reason: apitype.DeadUnreachable, Detail: err.Error(), At: time.Now()}
+	if errors.Is(err, runtime.ErrExited) || errors.Is(err, runtime.ErrNotFound) {
+		d.Reason = apitype.DeadExited
+	}
+	s.log.Warn("sandbox lost: its agent does not answer", "id", id, "err", err)
+	s.markDeadWith(b, d)
 }
 
 // reapInterval is how often expiry is checked; it bounds how long an
@@ -80,38 +209,50 @@ func (s *Service) reap(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			for _, b := range s.expiredBoxes(now) {
+			expired, dead := s.expiredBoxes(now)
+			for _, b := range expired {
 				s.log.Info("sandbox expired", "id", b.rec.ID)
 				s.stats.Expired.Add(1)
+				s.destroy(ctx, b)
+			}
+			for _, b := range dead {
+				s.log.Info("dead sandbox forgotten", "id", b.rec.ID)
 				s.destroy(ctx, b)
 			}
 		}
 	}
 }
 
-// expiredBoxes removes and returns the sandboxes whose time is up.
-func (s *Service) expiredBoxes(now time.Time) []*box {
+// expiredBoxes removes and returns the live sandboxes whose time is up,
+// and the dead ones kept long enough.
+func (s *Service) expiredBoxes(now time.Time) (expired, dead []*box) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var out []*box
 	for id, b := range s.boxes {
-		if b.expired(now) {
+		if b.expired(now, s.cfg.DeadKeep) {
 			delete(s.boxes, id)
-			out = append(out, b)
+			expired = append(expired, b)
 		}
 	}
-	return out
+	for id, b := range s.dead {
+		if b.expired(now, s.cfg.DeadKeep) {
+			delete(s.dead, id)
+			dead = append(dead, b)
+		}
+	}
+	return expired, dead
 }
 
 // Close stops the reaper and the pool filler, destroys pooled sandboxes
 // and drops agent connections. Sandboxes in use keep running; the next
 // daemon re-attaches to them.
 func (s *Service) Close() {
-	if s.stopReaper != nil {
-		s.stopReaper()
+	s.stopBG()
+	if s.reaperDone != nil { // Recover started them
 		<-s.reaperDone
 		<-s.poolDone
 	}
+	s.watchers.Wait()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	s.drainPools(ctx)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"maps"
 	"slices"
 	"testing"
 	"time"
@@ -60,14 +61,21 @@ func TestRecover(t *testing.T) {
 
 	e.restart(t)
 
-	if got := ids(e.svc.List()); !slices.Equal(got, []string{alive.ID}) {
-		t.Errorf("List after recover = %v, want [%s]", got, alive.ID)
+	// Sandboxes that were running and are no longer are listed as dead,
+	// with why; everything else that is not the live one is gone.
+	status := map[string]string{}
+	for _, i := range e.svc.List() {
+		status[i.ID] = i.Status + "/" + i.DeadReason
+	}
+	want := map[string]string{alive.ID: "running/", lost.ID: "dead/unreachable", "sb-gone00000000": "dead/exited"}
+	if !maps.Equal(status, want) {
+		t.Errorf("List after recover = %v, want %v", status, want)
 	}
 	if got := e.rt.IDs(); !slices.Equal(got, []string{alive.ID}) {
 		t.Errorf("runtime holds %v, want [%s]", got, alive.ID)
 	}
-	if got := e.rows(t); !slices.Equal(got, []string{alive.ID}) {
-		t.Errorf("store holds %v, want [%s]", got, alive.ID)
+	if got, want := e.rows(t), slices.Sorted(maps.Keys(want)); !slices.Equal(got, want) {
+		t.Errorf("store holds %v, want %v", got, want)
 	}
 	for _, id := range []string{"sb-creating0000", "sb-stopping0000", "sb-pooled000000", "sb-expired00000", "sb-orphan000000", lost.ID} {
 		if !e.rt.Destroyed(id) {
@@ -81,7 +89,7 @@ func TestRecover(t *testing.T) {
 	_, err := e.svc.Open(alive.ID, lost.Token)
 	wantErr(t, err, ErrForbidden)
 	_, err = e.svc.Open(lost.ID, lost.Token)
-	wantErr(t, err, ErrNotFound)
+	wantErr(t, err, ErrDead)
 }
 
 func TestClose(t *testing.T) {

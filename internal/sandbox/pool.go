@@ -87,7 +87,9 @@ func (s *Service) fillOne(ctx context.Context, sn *snap) bool {
 	}
 	if !alive {
 		s.destroy(ctx, b) // the snapshot was deleted meanwhile
+		return true
 	}
+	s.watch(b)
 	return true
 }
 

@@ -30,6 +30,7 @@ const (
 	StatusRunning  = apitype.StatusRunning
 	StatusStopping = apitype.StatusStopping
 	StatusPooled   = apitype.StatusPooled
+	StatusDead     = apitype.StatusDead
 	// StatusBuilding marks the sandbox a snapshot is being built in: it is
 	// never handed to anyone, and a restart destroys it.
 	StatusBuilding = "building"
@@ -83,6 +84,9 @@ type Config struct {
 	PoolMemoryMiB int
 	// PoolRetry is how long the pool filler waits after a failed refill.
 	PoolRetry time.Duration
+	// DeadKeep is how long a dead sandbox stays listed, with why it died,
+	// before it is forgotten (never past its expiry).
+	DeadKeep time.Duration
 }
 
 // Service manages sandboxes.
@@ -91,7 +95,8 @@ type Service struct {
 	log *slog.Logger
 
 	mu        sync.Mutex
-	boxes     map[string]*box
+	boxes     map[string]*box  // live sandboxes, each holding a slot
+	dead      map[string]*box  // dead ones, listed until DeadKeep has passed
 	reserved  int              // slots held by creates in progress
 	snapshots map[string]*snap // by tag
 	poolKick  chan struct{}
@@ -102,9 +107,18 @@ type Service struct {
 	// because a checkpoint restores only under the version that wrote it.
 	runtimeVersion string
 
-	stopReaper context.CancelFunc
+	// bg is the service's own lifetime, which Close ends: every box's
+	// life, and the background work, derive from it.
+	bg     context.Context
+	stopBG context.CancelFunc
+
 	reaperDone chan struct{}
 	poolDone   chan struct{}
+	// recovered is closed once Recover's checks are done; recovering
+	// counts those left.
+	recovered  chan struct{}
+	recovering atomic.Int64
+	watchers   sync.WaitGroup // watch goroutines
 }
 
 // Stats are counters for /metrics.
@@ -115,13 +129,32 @@ type Stats struct {
 	Execs     atomic.Int64
 	Failures  atomic.Int64 // failed creates
 	PoolHits  atomic.Int64 // sandboxes handed out from a warm pool
+	Died      atomic.Int64 // sandboxes found dead
 }
 
-// box is a live sandbox.
+// box is a sandbox the service knows: live, pooled, or dead.
 type box struct {
-	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status and agent
+	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status, agent, checking, exit and death
 	rec   store.Sandbox
 	agent *agentproto.Client
+	// checking is set while a restarted daemon checks the sandbox: calls
+	// to it are refused with ErrRetry until it is re-attached or dead.
+	checking bool
+	// exit is how its runtime process ended, once the watch saw it.
+	exit *runtime.Exit
+	// death is why and when a dead sandbox died.
+	death store.Death
+	// teardownMu serialises the runtime's teardown of the sandbox (a
+	// death's, a delete's); released says it is done.
+	teardownMu sync.Mutex
+	released   bool
+	// life ends when the sandbox leaves for good (dead, destroyed) or the
+	// service closes; it bounds the watch and a re-attach.
+	life context.Context
+	end  context.CancelFunc
+	// kick wakes a watch that could not follow the runtime process: the
+	// agent connection ended.
+	kick chan struct{}
 	// ckptMu serialises checkpoints of this sandbox.
 	ckptMu sync.Mutex
 	// connMu serialises reconnecting to the agent.
@@ -140,6 +173,9 @@ type Info struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	Token       string
+	// DeadReason (apitype.Dead*) and DiedAt are set for a dead sandbox.
+	DeadReason string
+	DiedAt     time.Time
 }
 
 // New builds a Service. Call Recover before serving, then Close at the end.
@@ -156,8 +192,18 @@ func New(cfg Config) *Service {
 	if cfg.PoolRetry == 0 {
 		cfg.PoolRetry = 5 * time.Second
 	}
-	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, snapshots: map[string]*snap{},
-		poolKick: make(chan struct{}, 1)}
+	if cfg.DeadKeep == 0 {
+		cfg.DeadKeep = 10 * time.Minute
+	}
+	bg, stop := context.WithCancel(context.Background())
+	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, dead: map[string]*box{}, snapshots: map[string]*snap{},
+		poolKick: make(chan struct{}, 1), bg: bg, stopBG: stop, recovered: make(chan struct{})}
+}
+
+// newBox makes the box of a sandbox recorded as rec.
+func (s *Service) newBox(rec store.Sandbox) *box {
+	life, end := context.WithCancel(s.bg)
+	return &box{rec: rec, life: life, end: end, kick: make(chan struct{}, 1)}
 }
 
 // Stats returns the service's counters.
@@ -171,21 +217,30 @@ func (b *box) info() Info {
 	defer b.mu.Unlock()
 	r := b.rec
 	return Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
-		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt}
+		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		DeadReason: b.death.Reason, DiedAt: b.death.At}
 }
 
-func (b *box) expired(now time.Time) bool {
+// expired reports whether the sandbox's time is up: its expiry, or for a
+// dead one keep after it died if that comes first.
+func (b *box) expired(now time.Time, keep time.Duration) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
+	if b.rec.Status == StatusDead && !now.Before(b.death.At.Add(keep)) {
+		return true
+	}
 	return !now.Before(b.rec.ExpiresAt)
 }
 
-// lookup returns a live, unexpired sandbox.
+// lookup returns an unexpired sandbox, live or dead.
 func (s *Service) lookup(id string) (*box, error) {
 	s.mu.Lock()
 	b := s.boxes[id]
+	if b == nil {
+		b = s.dead[id]
+	}
 	s.mu.Unlock()
-	if b == nil || b.expired(time.Now()) {
+	if b == nil || b.expired(time.Now(), s.cfg.DeadKeep) {
 		return nil, fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
 	}
 	return b, nil
@@ -200,11 +255,14 @@ func (s *Service) Get(id string) (Info, error) {
 	return b.info(), nil
 }
 
-// List describes every live sandbox, oldest first.
+// List describes every sandbox, live or dead, oldest first.
 func (s *Service) List() []Info {
 	s.mu.Lock()
-	out := make([]Info, 0, len(s.boxes))
+	out := make([]Info, 0, len(s.boxes)+len(s.dead))
 	for _, b := range s.boxes {
+		out = append(out, b.info())
+	}
+	for _, b := range s.dead {
 		out = append(out, b.info())
 	}
 	s.mu.Unlock()
@@ -236,6 +294,9 @@ func (s *Service) Extend(ctx context.Context, id string, ttl time.Duration) (Inf
 	if err != nil {
 		return Info{}, err
 	}
+	if err := b.deadErr(); err != nil {
+		return Info{}, err
+	}
 	exp := time.Now().Add(ttl)
 	if err := s.cfg.Store.SetExpiry(ctx, id, exp); err != nil {
 		return Info{}, err
@@ -250,7 +311,11 @@ func (s *Service) Extend(ctx context.Context, id string, ttl time.Duration) (Inf
 func (s *Service) Delete(ctx context.Context, id string) error {
 	s.mu.Lock()
 	b := s.boxes[id]
+	if b == nil {
+		b = s.dead[id]
+	}
 	delete(s.boxes, id)
+	delete(s.dead, id)
 	s.mu.Unlock()
 	if b == nil {
 		return fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
@@ -269,10 +334,11 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 	}
 	b.rec.Status = StatusStopping
 	b.mu.Unlock()
+	b.end()
 	if err := s.cfg.Store.SetStatus(ctx, id, StatusStopping); err != nil && !errors.Is(err, store.ErrNotFound) {
 		s.log.Warn("mark sandbox stopping", "id", id, "err", err)
 	}
-	if err := s.cfg.Runtime.Destroy(ctx, id); err != nil {
+	if err := s.teardown(ctx, b); err != nil {
 		s.log.Error("destroy sandbox", "id", id, "err", err)
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
@@ -281,6 +347,21 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 	}
 	s.stats.Destroyed.Add(1)
 	s.log.Info("sandbox destroyed", "id", id)
+	return nil
+}
+
+// teardown has the runtime let go of everything it holds for b, once: a
+// dead sandbox's went when it died.
+func (s *Service) teardown(ctx context.Context, b *box) error {
+	b.teardownMu.Lock()
+	defer b.teardownMu.Unlock()
+	if b.released {
+		return nil
+	}
+	if err := s.cfg.Runtime.Destroy(ctx, b.rec.ID); err != nil {
+		return err
+	}
+	b.released = true
 	return nil
 }
 

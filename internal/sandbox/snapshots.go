@@ -62,8 +62,11 @@ func (s *Service) snapshot(tag string) (*snap, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn := s.snapshots[tag]
-	if sn == nil || !sn.ready {
+	if sn == nil {
 		return nil, fmt.Errorf("snapshot %q: %w", tag, ErrNoSnapshot)
+	}
+	if !sn.ready {
+		return nil, fmt.Errorf("%w: snapshot %q is being made", ErrRetry, tag)
 	}
 	return sn, nil
 }
@@ -161,6 +164,9 @@ func (sb *Sandbox) Branch(ctx context.Context, o BranchOptions) (BranchResult, e
 }
 
 func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchResult, error) {
+	if err := b.usable(); err != nil {
+		return BranchResult{}, err
+	}
 	id := b.rec.ID
 	// The lifetime first, as in Create.
 	if max := s.cfg.Limits.MaxTTL; o.TTL < 0 || o.TTL > max {
@@ -268,8 +274,11 @@ func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, fi
 // sandbox stood still, as a client sees it.
 func (s *Service) measurePause(ctx context.Context, b *box, fn func() error) (time.Duration, error) {
 	b.mu.Lock()
-	a := b.agent
+	a, uerr := b.agent, b.usableLocked()
 	b.mu.Unlock()
+	if uerr != nil {
+		return 0, uerr
+	}
 	if a == nil {
 		return 0, fmt.Errorf("%w: sandbox %s has no agent connection", ErrUnavailable, b.rec.ID)
 	}

@@ -176,7 +176,6 @@ func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error
 		return err
 	}
 	s.mu.Lock()
-	defer s.mu.Unlock()
 	for _, b := range boxes {
 		b.mu.Lock()
 		b.rec.Status = StatusRunning
@@ -185,6 +184,17 @@ func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error
 	}
 	if sn := s.snapshots[branch]; sn != nil {
 		sn.rec.Pending = false
+	}
+	s.mu.Unlock()
+	// A sandbox whose process ended before it was live was left to us by
+	// its watch.
+	for _, b := range boxes {
+		b.mu.Lock()
+		ex := b.exit
+		b.mu.Unlock()
+		if ex != nil {
+			s.markDead(b, *ex)
+		}
 	}
 	return nil
 }
@@ -258,12 +268,18 @@ func (s *Service) takePooled(sn *snap) *box {
 	for len(sn.pool) > 0 {
 		b := sn.pool[len(sn.pool)-1]
 		sn.pool = sn.pool[:len(sn.pool)-1]
+		b.mu.Lock()
+		exited := b.exit != nil
+		b.mu.Unlock()
 		select {
 		case <-b.agent.Closed():
-			go s.destroy(context.Background(), b) // died while waiting
+			exited = true
 		default:
+		}
+		if !exited {
 			return b
 		}
+		go s.destroy(context.Background(), b) // died while waiting
 	}
 	return nil
 }
@@ -305,6 +321,8 @@ func (s *Service) createOne(ctx context.Context, src source, ttl time.Duration, 
 	if err != nil {
 		return nil, err
 	}
+	// Watched from now on: a death before the commit is the commit's to mark.
+	s.watch(b)
 	s.stats.Created.Add(1)
 	s.log.Info("sandbox created", "id", b.rec.ID, "image", src.imageID, "snapshot", src.snapshotTag,
 		"elapsed", time.Since(b.rec.CreatedAt).Round(time.Millisecond))
@@ -326,7 +344,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return nil, err
 	}
-	b := &box{rec: rec}
+	b := s.newBox(rec)
 	spec := specFor(rec.ID, src, status == StatusBuilding)
 	first := firstCall(rec.ID, src)
 	start := func() error {

@@ -245,6 +245,7 @@ func TestCreateCommitsAtOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(next.Close)
+	<-next.Recovered() // the checks and teardowns run in the background
 	if got := e.rt.IDs(); len(got) != 0 {
 		t.Errorf("after recovery the runtime holds %v", got)
 	}

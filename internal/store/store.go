@@ -68,7 +68,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
-	for _, m := range snapshotMigrations {
+	for _, m := range append(snapshotMigrations, sandboxMigrations...) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)

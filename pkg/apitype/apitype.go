@@ -16,6 +16,22 @@ const (
 	StatusRunning  = "running"
 	StatusStopping = "stopping"
 	StatusPooled   = "pooled" // restored and waiting in a warm pool; never listed
+	// StatusDead is a sandbox whose runtime process ended while it ran:
+	// SandboxInfo.DeadReason says why. It answers data-plane calls with
+	// 410 and stays listed a while (cove serve --dead-keep).
+	StatusDead = "dead"
+)
+
+// Why a sandbox is dead (SandboxInfo.DeadReason).
+const (
+	// DeadExited: its runtime process (runsc's sandbox, the VM's QEMU)
+	// exited: the sandbox's init ended (kill -9 1 under gVisor; a guest
+	// kernel's panic under QEMU), or the process was killed.
+	DeadExited = "exited"
+	// DeadOOMKilled: the host's OOM killer ended it at its memory limit.
+	DeadOOMKilled = "oom_killed"
+	// DeadUnreachable: after a daemon restart its agent did not answer.
+	DeadUnreachable = "unreachable"
 )
 
 // ErrorBody is every error response: {"error": "...", "code": "..."}.
@@ -36,6 +52,7 @@ const (
 	CodeUnavailable  = "unavailable"
 	CodeInternal     = "internal"
 	CodeLimit        = "limit_reached"
+	CodeGone         = "gone" // 410: the sandbox is dead
 )
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
@@ -72,6 +89,10 @@ type SandboxInfo struct {
 	CreatedAtUnix int64  `json:"created_at_unix"`
 	ExpiresAtUnix int64  `json:"expires_at_unix"`
 	Token         string `json:"token,omitempty"`
+	// DeadReason (DeadExited, ...) and DiedAtUnix are set for a dead
+	// sandbox only.
+	DeadReason string `json:"dead_reason,omitempty"`
+	DiedAtUnix int64  `json:"died_at_unix,omitempty"`
 }
 
 // CompatCreateResponse is sandboxd's POST /sandboxes answer.
@@ -172,6 +193,9 @@ type Info struct {
 	Sandboxes     int    `json:"sandboxes"`
 	// Accel is QEMU's accelerator, "kvm" or "tcg"; empty for gVisor.
 	Accel string `json:"accel,omitempty"`
+	// Recovering is how many recorded sandboxes a restarted daemon is
+	// still checking or cleaning up.
+	Recovering int `json:"recovering,omitempty"`
 }
 
 // Limits are the bounds a request must stay within.

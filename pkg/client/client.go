@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -360,29 +361,53 @@ func snapshotPath(tag string) string {
 
 // call sends a JSON request (body nil: none) and decodes a JSON answer into
 // out (nil: discard it). It bounds the call by the Client's timeout plus
-// extra, the time the request itself asks the daemon to take.
+// extra, the time the request itself asks the daemon to take. A call the
+// daemon refused with a Retry-After (a sandbox it is still checking after
+// a restart, a snapshot still being built) is sent again after that long,
+// as long as the bound allows, and at most for maxRetryFor.
 func (c *Client) call(ctx context.Context, extra time.Duration, method, path string, q url.Values, sandboxToken string, body, out any) error {
 	if c.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, c.timeout+extra)
 		defer cancel()
 	}
-	req, err := c.newRequest(ctx, method, path, q, sandboxToken)
-	if err != nil {
-		return err
-	}
+	var b []byte
 	if body != nil {
-		b, err := json.Marshal(body)
-		if err != nil {
+		var err error
+		if b, err = json.Marshal(body); err != nil {
 			return fmt.Errorf("cove: encode %s %s: %w", method, path, err)
 		}
-		req.Body = io.NopCloser(bytes.NewReader(b))
-		req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-		req.ContentLength = int64(len(b))
-		req.Header.Set("Content-Type", "application/json")
 	}
-	return c.do(req, out)
+	for giveUp := time.Now().Add(maxRetryFor); ; {
+		req, err := c.newRequest(ctx, method, path, q, sandboxToken)
+		if err != nil {
+			return err
+		}
+		if body != nil {
+			req.Body = io.NopCloser(bytes.NewReader(b))
+			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+			req.ContentLength = int64(len(b))
+			req.Header.Set("Content-Type", "application/json")
+		}
+		err = c.do(req, out)
+		var e *Error
+		if !errors.As(err, &e) || e.RetryAfter <= 0 || time.Now().Add(e.RetryAfter).After(giveUp) {
+			return err
+		}
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < e.RetryAfter {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(e.RetryAfter):
+		}
+	}
 }
+
+// maxRetryFor bounds how long call keeps sending a call the daemon asks
+// to be sent again later.
+const maxRetryFor = 2 * time.Minute
 
 func (c *Client) newRequest(ctx context.Context, method, path string, q url.Values, sandboxToken string) (*http.Request, error) {
 	u := c.base + path

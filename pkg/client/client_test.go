@@ -214,6 +214,7 @@ func TestErrors(t *testing.T) {
 		{"html", 502, "text/html", "<html><body>Bad Gateway</body></html>", nil, ErrNotFound, "", "bad gateway"},
 		{"empty", 503, "", "", ErrUnavailable, nil, "", "service unavailable"},
 		{"json without error field", 409, "application/json", `{"foo":1}`, ErrConflict, nil, "", `{"foo":1}`},
+		{"json gone", 410, "application/json", `{"error":"sandbox s1 is dead","code":"gone"}`, ErrGone, ErrNotFound, "gone", "sandbox s1 is dead"},
 		{"binary", 500, "application/octet-stream", "\x00\x01\x02", nil, ErrNotFound, "", "internal server error"},
 	}
 	for _, tt := range tests {

@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -15,6 +17,9 @@ type Error struct {
 	Status  int    // HTTP status code
 	Code    string // apitype.Code*, or "" if the body had none
 	Message string // the daemon's explanation, or the status text
+	// RetryAfter is the daemon's Retry-After: it did not carry the call
+	// out, and the same call may succeed after that long. 0: none.
+	RetryAfter time.Duration
 }
 
 func (e *Error) Error() string {
@@ -45,6 +50,8 @@ var (
 	ErrLimit        = &Error{Status: http.StatusTooManyRequests, Code: apitype.CodeLimit, Message: "limit reached"}
 	ErrTimeout      = &Error{Status: http.StatusRequestTimeout, Code: apitype.CodeTimeout, Message: "timeout"}
 	ErrUnavailable  = &Error{Status: http.StatusServiceUnavailable, Code: apitype.CodeUnavailable, Message: "unavailable"}
+	// ErrGone is a call to a dead sandbox; GetSandbox says why it died.
+	ErrGone = &Error{Status: http.StatusGone, Code: apitype.CodeGone, Message: "gone"}
 )
 
 // maxErrorBody bounds how much of an error body is read: enough for any
@@ -55,6 +62,9 @@ const maxErrorBody = 16 << 10
 // the daemon's JSON ErrorBody or anything else, such as a proxy's page.
 func errorFrom(resp *http.Response) *Error {
 	e := &Error{Status: resp.StatusCode}
+	if secs, err := strconv.Atoi(resp.Header.Get("Retry-After")); err == nil && secs > 0 {
+		e.RetryAfter = time.Duration(secs) * time.Second
+	}
 	raw, _ := io.ReadAll(io.LimitReader(resp.Body, maxErrorBody))
 	var body apitype.ErrorBody
 	if json.Unmarshal(raw, &body) == nil && body.Error != "" {

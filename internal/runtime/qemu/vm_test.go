@@ -2,6 +2,7 @@ package qemu
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -196,6 +197,7 @@ func TestVMLifecycle(t *testing.T) {
 		}
 		src = child
 	}
+	waitForDeath(t, r, "vm-c1")
 	ids, _ := r.List(ctx)
 	for _, id := range ids {
 		if err := r.Destroy(ctx, id); err != nil {
@@ -204,6 +206,42 @@ func TestVMLifecycle(t *testing.T) {
 	}
 	if ids, _ := r.List(ctx); len(ids) != 0 {
 		t.Fatalf("left after destroy: %v", ids)
+	}
+}
+
+// waitForDeath kills every process of VM id's guest but init, which then
+// exits: the guest panics and QEMU ends, which Wait reports with the
+// panic; a live VM's Wait ends with its context.
+func waitForDeath(t *testing.T, r *Runtime, id string) {
+	ctx := context.Background()
+	short, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	if _, err := r.Wait(short, id); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Wait on a live VM = %v, want the context's deadline", err)
+	}
+	done := make(chan error, 1)
+	var ex runtime.Exit
+	go func() {
+		var err error
+		ex, err = r.Wait(ctx, id)
+		done <- err
+	}()
+	c := agent(t, r, id, 10*time.Second)
+	defer c.Close()
+	c.Exec(ctx, agentproto.ExecRequest{Shell: "kill -9 -1"}) // no answer: the agent goes too
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("Wait = %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("Wait did not return after the guest's init exited")
+	}
+	if ex.OOMKilled || !strings.Contains(ex.Detail, "Attempted to kill init") {
+		t.Errorf("Wait = %+v, want the guest's panic and no OOM kill", ex)
+	}
+	if _, err := r.Wait(ctx, "vm-none"); !errors.Is(err, runtime.ErrNotFound) {
+		t.Errorf("Wait on an unknown VM = %v, want ErrNotFound", err)
 	}
 }
 

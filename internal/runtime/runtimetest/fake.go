@@ -40,6 +40,8 @@ type Fake struct {
 	failRestore map[int]error
 	version     string
 	hold        chan struct{} // when set, Start waits for it to close
+	holdDials   chan struct{} // when set, Dial waits for it to close
+	waitErr     error         // when set, Wait fails with it
 	// What happened.
 	starts       int
 	restores     int
@@ -49,6 +51,7 @@ type Fake struct {
 	warmed       map[string]int      // id -> agent Warm calls
 	checkpoints  []Checkpoint
 	destroyed    []string
+	dialsHeld    int // Dials waiting on holdDials
 }
 
 // Checkpoint records one call of Fake.Checkpoint.
@@ -66,6 +69,9 @@ type box struct {
 	deaf    bool               // Dial fails: the agent does not answer
 	exited  bool               // Dial fails with runtime.ErrExited
 	conns   []net.Conn         // agent ends of the connections
+	// gone is closed when the sandbox's "process" ends; exit says how.
+	gone chan struct{}
+	exit runtime.Exit
 }
 
 var _ runtime.Runtime = (*Fake)(nil)
@@ -137,7 +143,7 @@ func (rt *Fake) bootLocked(id string) (*box, error) {
 	}
 	dir := filepath.Join(rt.dir, id)
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &box{id: id, workDir: dir, ctx: ctx, cancel: cancel,
+	b := &box{id: id, workDir: dir, ctx: ctx, cancel: cancel, gone: make(chan struct{}),
 		agent: agent.New(agent.Config{WorkDir: dir, Hostname: func() (string, error) { return id, nil }})}
 	rt.boxes[id] = b
 	return b, nil
@@ -176,7 +182,9 @@ func (rt *Fake) Start(ctx context.Context, spec runtime.Spec) error {
 		return err
 	}
 	b.deaf = rt.deafStart[n]
-	b.exited = rt.dieStart[n]
+	if rt.dieStart[n] {
+		b.end(runtime.Exit{})
+	}
 	rt.specs[spec.ID] = spec
 	return nil
 }
@@ -202,6 +210,19 @@ func (rt *Fake) Restore(ctx context.Context, spec runtime.Spec, image string) er
 func (rt *Fake) Dial(ctx context.Context, id string) (net.Conn, error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
+	for hold := rt.holdDials; hold != nil; hold = rt.holdDials {
+		rt.dialsHeld++
+		rt.mu.Unlock()
+		select {
+		case <-hold:
+		case <-ctx.Done():
+		}
+		rt.mu.Lock()
+		rt.dialsHeld--
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+	}
 	b := rt.boxes[id]
 	if b == nil {
 		return nil, fmt.Errorf("fake: sandbox %s: %w", id, runtime.ErrNotFound)
@@ -232,12 +253,46 @@ func (rt *Fake) Destroy(ctx context.Context, id string) error {
 	return nil
 }
 
+// Wait implements runtime.Runtime.
+func (rt *Fake) Wait(ctx context.Context, id string) (runtime.Exit, error) {
+	rt.mu.Lock()
+	b, err := rt.boxes[id], rt.waitErr
+	rt.mu.Unlock()
+	switch {
+	case err != nil:
+		return runtime.Exit{}, err
+	case b == nil:
+		return runtime.Exit{}, fmt.Errorf("fake: sandbox %s: %w", id, runtime.ErrNotFound)
+	}
+	select {
+	case <-b.gone:
+		return b.exit, nil
+	case <-ctx.Done():
+		return runtime.Exit{}, ctx.Err()
+	}
+}
+
+// stop ends the sandbox: its agent, every connection to it and its
+// "process".
 func (b *box) stop() {
 	b.cancel()
 	for _, c := range b.conns {
 		c.Close()
 	}
 	b.agent.Close()
+	b.end(runtime.Exit{})
+}
+
+// end marks the sandbox's process gone, once; Dial then fails with
+// runtime.ErrExited. The caller holds rt.mu or owns b.
+func (b *box) end(ex runtime.Exit) {
+	select {
+	case <-b.gone:
+	default:
+		b.exited = true
+		b.exit = ex
+		close(b.gone)
+	}
 }
 
 func (rt *Fake) Checkpoint(ctx context.Context, id, image string, leaveRunning bool) (time.Duration, error) {
@@ -260,6 +315,7 @@ func (rt *Fake) Checkpoint(ctx context.Context, id, image string, leaveRunning b
 		for _, c := range b.conns {
 			c.Close()
 		}
+		b.end(runtime.Exit{})
 	}
 	return 3 * time.Millisecond, nil
 }
@@ -303,6 +359,50 @@ func (rt *Fake) DropConns(id string) {
 		c.Close()
 	}
 	rt.boxes[id].conns = nil
+}
+
+// Kill ends a sandbox's process as a crash or an OOM kill would: the
+// agent and its connections go and Wait returns ex; what it holds stays
+// until Destroy.
+func (rt *Fake) Kill(id string, ex runtime.Exit) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	b := rt.boxes[id]
+	b.cancel()
+	for _, c := range b.conns {
+		c.Close()
+	}
+	b.end(ex)
+}
+
+// FailWaits makes every Wait from now fail with err, as a runtime that
+// cannot watch its sandboxes; nil undoes it.
+func (rt *Fake) FailWaits(err error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.waitErr = err
+}
+
+// HoldDials makes every Dial wait until the returned function is called
+// (or its context ends).
+func (rt *Fake) HoldDials() (release func()) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	ch := make(chan struct{})
+	rt.holdDials = ch
+	return sync.OnceFunc(func() {
+		rt.mu.Lock()
+		rt.holdDials = nil
+		rt.mu.Unlock()
+		close(ch)
+	})
+}
+
+// DialsHeld returns how many Dials are waiting on HoldDials.
+func (rt *Fake) DialsHeld() int {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	return rt.dialsHeld
 }
 
 // Starts returns how many times Start was called.
