@@ -18,6 +18,9 @@ var (
 	// ErrConflict reports a request that clashes with existing state: a
 	// tag already taken, a snapshot still in use.
 	ErrConflict = errors.New("conflict")
+	// ErrTooLarge reports a request over a size limit, such as an exec's
+	// stdin.
+	ErrTooLarge = errors.New("too large")
 )
 
 // Refinements of the sentinels above, for the cases where a front end adds
