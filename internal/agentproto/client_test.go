@@ -48,7 +48,9 @@ func pipeClient(t *testing.T, serve func(net.Conn)) *Client {
 }
 
 func boundedCtx(t *testing.T) context.Context {
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	// Generous: encoding tens of MiB of JSON is slow under the race
+	// detector on a loaded machine.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	t.Cleanup(cancel)
 	return ctx
 }
