@@ -145,7 +145,10 @@ func (c *Client) do(ctx context.Context, op string, in, out any) error {
 	if err := c.answer(ctx, cl, op, out); err != nil {
 		return err
 	}
-	return c.ctxErr(ctx, cl.wait())
+	if err := cl.wait(); err != nil {
+		return c.ctxErr(ctx, fmt.Errorf("agentproto: send %s: %w", op, err))
+	}
+	return nil
 }
 
 // Ping checks that the agent answers.
