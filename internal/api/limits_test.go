@@ -293,7 +293,7 @@ func TestBodyStall(t *testing.T) {
 		t.Fatalf("slow upload: %d %s", resp.StatusCode, b)
 	}
 	// A long call after its body is read is not cut.
-	if res := s.exec(t, sb, fmt.Sprintf(`{"args":["sleep","%.1f"]}`, (3 * idle).Seconds())); res.ExitCode != 0 {
+	if res := s.exec(t, sb, fmt.Sprintf(`{"args":["sleep","%.1f"]}`, (3*idle).Seconds())); res.ExitCode != 0 {
 		t.Errorf("a call longer than the idle timeout: %+v", res)
 	}
 	s.call(t, "GET", "/healthz", "", nil, http.StatusOK, nil)
