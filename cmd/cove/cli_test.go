@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -102,8 +103,20 @@ func (f *cliFakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		w.Header().Set("X-File-Mode", f.modes[p])
-		w.Header().Set("Content-Length", strconv.Itoa(len(b)))
-		w.Write(b)
+		if !strings.HasPrefix(p, "/proc/") && p != "cut" {
+			w.Header().Set("Content-Length", strconv.Itoa(len(b)))
+			w.Write(b)
+			return
+		}
+		// As the daemon sends a file of unknown size: chunked, with the
+		// size procfs gives. "cut" is cut short, as when the agent fails.
+		w.Header().Set("X-File-Size", "0")
+		w.Write(b[:len(b)/2])
+		w.(http.Flusher).Flush()
+		if p == "cut" {
+			panic(http.ErrAbortHandler)
+		}
+		w.Write(b[len(b)/2:])
 	default:
 		fail(404, apitype.CodeNotFound, "no route")
 	}
@@ -205,6 +218,19 @@ func TestCLIFlow(t *testing.T) {
 	}
 	if _, err := run("cp", "sb1:nope", dst); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("cp of a missing file: %v", err)
+	}
+	// A file whose size is unknown until read comes whole; one cut short
+	// is an error and leaves nothing behind.
+	fake.files["/proc/cpuinfo"] = []byte(strings.Repeat("processor\t: 0\n", 1000))
+	if out, err := run("cp", "sb1:/proc/cpuinfo", "-"); err != nil || out != string(fake.files["/proc/cpuinfo"]) {
+		t.Errorf("cp of a procfs file: %d bytes, %v", len(out), err)
+	}
+	fake.files["cut"] = fake.files["/proc/cpuinfo"]
+	if _, err := run("cp", "sb1:cut", filepath.Join(dir, "cut")); err == nil {
+		t.Error("cp of a download cut short succeeded")
+	}
+	if _, err := os.Stat(filepath.Join(dir, "cut")); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("a download cut short left a file: %v", err)
 	}
 
 	if _, err := run("kill", "sb1", "nope"); err == nil {

@@ -242,9 +242,9 @@ func download(ctx context.Context, cl *client.Client, tok string, a cpArgs, stdo
 		}
 	}
 	stop()
-	if n := m.n.Load(); fi.Size >= 0 && n != fi.Size {
-		return cpResult{}, fmt.Errorf("download %s:%s: got %d of %d bytes", a.id, a.remote, n, fi.Size)
-	}
+	// fi.Size is the file's size when the daemon opened it: a procfs file
+	// says 0, and one being written may have grown. The body is the file
+	// to its end; a daemon that could not finish cuts it, an error above.
 	return m.result("download", a.id, a.remote, a.local), nil
 }
 
@@ -291,7 +291,7 @@ func (m *meter) draw(ctx context.Context, w io.Writer) (stop func()) {
 					continue
 				}
 				line := fmt.Sprintf("%s  %.1f MB/s", humanize.IBytes(uint64(n)), mbPerSec(n, time.Since(m.start)))
-				if m.total > 0 {
+				if m.total > 0 && n <= m.total { // a file may grow while read
 					line = fmt.Sprintf("%s / %s (%d%%)  %.1f MB/s", humanize.IBytes(uint64(n)), humanize.IBytes(uint64(m.total)),
 						n*100/m.total, mbPerSec(n, time.Since(m.start)))
 				}

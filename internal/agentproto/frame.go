@@ -16,8 +16,25 @@ const (
 )
 
 // maxJSONFrame bounds a JSON frame so a confused peer cannot make us allocate
-// without limit. Exec stdin and output travel in JSON, so it is generous.
-const maxJSONFrame = 4*MaxOutput + 1<<20
+// without limit. Exec stdin and output travel in JSON, so it is generous: it
+// holds the largest valid exec request (stdin in base64, every byte of the
+// command line escaped as \u00XX) and the largest answer (each output
+// stream within twice MaxOutput once escaped: see the agent's jsonFit).
+const maxJSONFrame = max((MaxStdin+2)/3*4+6*(MaxArgs+MaxCwd), 4*MaxOutput) + 1<<20
+
+// ErrFrameTooLarge reports a JSON frame over the limit both ends share:
+// WriteJSON refuses to send one, and ReadJSON to read one.
+var ErrFrameTooLarge = errors.New("agentproto: JSON frame too large")
+
+// frameTooLarge is ErrFrameTooLarge from ReadJSON, with the frame's size so
+// that the reader may skip it.
+type frameTooLarge struct{ size uint32 }
+
+func (e *frameTooLarge) Error() string {
+	return fmt.Sprintf("agentproto: JSON frame of %d bytes is over the limit of %d", e.size, maxJSONFrame)
+}
+
+func (e *frameTooLarge) Unwrap() error { return ErrFrameTooLarge }
 
 // ChunkSize is the payload size of the Data frames a writer emits.
 const ChunkSize = 256 << 10
@@ -44,13 +61,26 @@ func readFrameHeader(r io.Reader) (typ byte, n uint32, err error) {
 	return hdr[0], binary.BigEndian.Uint32(hdr[1:]), nil
 }
 
-// WriteJSON writes v as one JSON frame.
+// WriteJSON writes v as one JSON frame, or nothing and ErrFrameTooLarge if
+// it is over the limit.
 func WriteJSON(w io.Writer, v any) error {
-	b, err := json.Marshal(v)
+	b, err := encodeJSON(v)
 	if err != nil {
 		return err
 	}
 	return writeFrame(w, frameJSON, b)
+}
+
+// encodeJSON encodes a JSON frame's payload, refusing one over the limit.
+func encodeJSON(v any) ([]byte, error) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	if len(b) > maxJSONFrame {
+		return nil, fmt.Errorf("%w: %d bytes, over the limit of %d", ErrFrameTooLarge, len(b), maxJSONFrame)
+	}
+	return b, nil
 }
 
 // ReadJSON reads one JSON frame into v.
@@ -63,7 +93,7 @@ func ReadJSON(r io.Reader, v any) error {
 		return fmt.Errorf("agentproto: want JSON frame, got type %d", typ)
 	}
 	if n > maxJSONFrame {
-		return fmt.Errorf("agentproto: JSON frame of %d bytes is too large", n)
+		return &frameTooLarge{size: n}
 	}
 	b := make([]byte, n)
 	if _, err := io.ReadFull(r, b); err != nil {

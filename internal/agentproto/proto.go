@@ -68,6 +68,7 @@ const (
 	CodeNotFound = "not_found" // path does not exist (404)
 	CodeIsDir    = "is_dir"    // a file call named a directory (400)
 	CodeTimeout  = "timeout"   // the call's own timeout elapsed (408/504)
+	CodeTooLarge = "too_large" // a request over a size limit (413)
 	CodeInternal = "internal"  // anything else (500)
 )
 
@@ -112,7 +113,26 @@ type ExecRequest struct {
 	TimeoutMs int64 `json:"timeout_ms,omitempty"`
 }
 
-// Validate reports whether r is well formed.
+// Limits of one exec, the same on both ends: what the daemon accepts, the
+// agent can read and the guest kernel can run.
+const (
+	// MaxStdin caps an exec's stdin, which travels inside the request's
+	// JSON frame. Larger input belongs in a file.
+	MaxStdin = 48 << 20
+	// MaxArg caps one argument, the shell command and one KEY=VALUE env
+	// entry: Linux's MAX_ARG_STRLEN (32 pages) less the terminating NUL,
+	// beyond which execve fails with E2BIG.
+	MaxArg = 32*4096 - 1
+	// MaxArgs caps the command line and env together, each string counted
+	// with its NUL and pointer as execve counts them: half the 2 MiB
+	// ARG_MAX that an 8 MiB stack limit gives.
+	MaxArgs = 1 << 20
+	// MaxCwd caps the working directory: PATH_MAX less the NUL.
+	MaxCwd = 4095
+)
+
+// Validate reports whether r is well formed and within the limits above.
+// Messages name the field but do not echo it: it may be huge.
 func (r *ExecRequest) Validate() error {
 	switch {
 	case len(r.Args) == 0 && r.Shell == "":
@@ -121,11 +141,50 @@ func (r *ExecRequest) Validate() error {
 		return Errorf(CodeInvalid, "exec takes args or a shell command, not both")
 	case r.TimeoutMs < 0:
 		return Errorf(CodeInvalid, "timeout must not be negative")
+	case len(r.Stdin) > MaxStdin:
+		return Errorf(CodeTooLarge, "stdin is %d bytes, over the limit of %d: write the input to a file and redirect from it", len(r.Stdin), MaxStdin)
 	}
-	for _, kv := range r.Env {
-		if !strings.Contains(kv, "=") || strings.HasPrefix(kv, "=") {
-			return Errorf(CodeInvalid, "env entry %q is not KEY=VALUE", kv)
+	if err := checkString("cwd", r.Cwd, MaxCwd); err != nil {
+		return err
+	}
+	total := 0
+	check := func(field, s string) error {
+		total += len(s) + 1 + 8 // the NUL and the pointer
+		return checkString(field, s, MaxArg)
+	}
+	for i, a := range r.Args {
+		if err := check(fmt.Sprintf("args[%d]", i), a); err != nil {
+			return err
 		}
+	}
+	if r.Shell != "" {
+		if err := check("shell", r.Shell); err != nil {
+			return err
+		}
+	}
+	for i, kv := range r.Env {
+		k, _, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return Errorf(CodeInvalid, "env[%d] is not KEY=VALUE", i)
+		}
+		if err := check(fmt.Sprintf("env %.64q", k), kv); err != nil {
+			return err
+		}
+	}
+	if total > MaxArgs {
+		return Errorf(CodeInvalid, "args, shell and env take %d bytes together, over the limit of %d: pass large data as stdin or in a file", total, MaxArgs)
+	}
+	return nil
+}
+
+// checkString refuses a NUL byte, which no C string can hold, and a string
+// over max bytes.
+func checkString(field, s string, max int) error {
+	switch {
+	case strings.IndexByte(s, 0) >= 0:
+		return Errorf(CodeInvalid, "%s contains a NUL byte", field)
+	case len(s) > max:
+		return Errorf(CodeInvalid, "%s is %d bytes, over the limit of %d: pass large data as stdin or in a file", field, len(s), max)
 	}
 	return nil
 }

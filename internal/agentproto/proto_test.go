@@ -3,8 +3,11 @@ package agentproto
 import (
 	"bytes"
 	"crypto/rand"
+	"encoding/json"
 	"errors"
 	"io"
+	"slices"
+	"strings"
 	"testing"
 )
 
@@ -82,4 +85,86 @@ func TestReadJSONRejectsHugeFrame(t *testing.T) {
 	if err := ReadJSON(&buf, &v); err == nil {
 		t.Fatal("a 4 GiB JSON frame was accepted")
 	}
+}
+
+func TestExecRequestValidate(t *testing.T) {
+	big := strings.Repeat("a", MaxArg+1)
+	tests := []struct {
+		name string
+		req  ExecRequest
+		code string // "": valid
+		want string // in the message
+	}{
+		{"args", ExecRequest{Args: []string{"echo", "hi"}}, "", ""},
+		{"shell", ExecRequest{Shell: "echo hi", Env: []string{"A=b", "EMPTY="}, Cwd: "/tmp"}, "", ""},
+		{"longest arg", ExecRequest{Args: []string{"echo", big[1:]}}, "", ""},
+		{"largest stdin", ExecRequest{Args: []string{"wc"}, Stdin: make([]byte, MaxStdin)}, "", ""},
+		{"none", ExecRequest{}, CodeInvalid, "args or a shell"},
+		{"both", ExecRequest{Args: []string{"true"}, Shell: "true"}, CodeInvalid, "not both"},
+		{"negative timeout", ExecRequest{Args: []string{"true"}, TimeoutMs: -1}, CodeInvalid, "timeout"},
+		{"NUL in args", ExecRequest{Args: []string{"echo", "a\x00b"}}, CodeInvalid, "args[1] contains a NUL byte"},
+		{"NUL in shell", ExecRequest{Shell: "echo \x00"}, CodeInvalid, "shell contains a NUL byte"},
+		{"NUL in cwd", ExecRequest{Shell: "true", Cwd: "/tmp\x00"}, CodeInvalid, "cwd contains a NUL byte"},
+		{"NUL in env value", ExecRequest{Shell: "true", Env: []string{"KEY=a\x00"}}, CodeInvalid, `env "KEY" contains a NUL byte`},
+		{"NUL in env key", ExecRequest{Shell: "true", Env: []string{"K\x00=a"}}, CodeInvalid, `env "K\x00" contains a NUL byte`},
+		{"env without =", ExecRequest{Shell: "true", Env: []string{"NOEQUALS"}}, CodeInvalid, "KEY=VALUE"},
+		{"env without key", ExecRequest{Shell: "true", Env: []string{"=v"}}, CodeInvalid, "KEY=VALUE"},
+		{"arg too long", ExecRequest{Args: []string{"echo", big}}, CodeInvalid, "args[1] is 131072 bytes"},
+		{"shell too long", ExecRequest{Shell: big}, CodeInvalid, "shell is 131072 bytes"},
+		{"env too long", ExecRequest{Shell: "true", Env: []string{"K=" + big}}, CodeInvalid, `env "K" is`},
+		{"cwd too long", ExecRequest{Shell: "true", Cwd: "/" + strings.Repeat("d", MaxCwd)}, CodeInvalid, "cwd is"},
+		{"command line too long", ExecRequest{Args: slices.Repeat([]string{big[1:]}, MaxArgs/MaxArg+1)}, CodeInvalid, "together"},
+		{"stdin too large", ExecRequest{Args: []string{"wc"}, Stdin: make([]byte, MaxStdin+1)}, CodeTooLarge, "stdin is"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := tt.req.Validate()
+			if tt.code == "" {
+				if err != nil {
+					t.Fatalf("Validate = %v, want nil", err)
+				}
+				return
+			}
+			if CodeOf(err) != tt.code || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v (code %q), want code %q and %q", err, CodeOf(err), tt.code, tt.want)
+			}
+			if len(err.Error()) > 500 {
+				t.Errorf("message of %d bytes: it must not echo the input", len(err.Error()))
+			}
+		})
+	}
+}
+
+// The largest valid exec request fits in a frame, so the daemon never
+// sends what the agent would refuse to read.
+func TestLargestExecFits(t *testing.T) {
+	t.Parallel()
+	esc := strings.Repeat("\x01", MaxArg) // six bytes each in JSON
+	req := ExecRequest{Shell: esc, Cwd: "/" + strings.Repeat("\x01", MaxCwd-1), Stdin: make([]byte, MaxStdin)}
+	for len(req.Env)*(MaxArg+9) < MaxArgs-2*(MaxArg+9) {
+		req.Env = append(req.Env, "K="+esc[2:])
+	}
+	if err := req.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	// Encoding stdin costs seconds under the race detector, and its
+	// length is known: base64 in quotes.
+	req.Stdin = nil
+	body, err := json.Marshal(Header{Op: OpExec, Body: mustMarshal(t, req)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	size := len(body) + len(`,"stdin":""`) + (MaxStdin+2)/3*4
+	if size > maxJSONFrame {
+		t.Fatalf("a valid exec takes %d bytes in JSON, over the frame limit of %d", size, maxJSONFrame)
+	}
+}
+
+func mustMarshal(t *testing.T, v any) []byte {
+	t.Helper()
+	b, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
 }

@@ -71,6 +71,14 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 	defer st.Close()
 	var hdr Header
 	if err := ReadJSON(st, &hdr); err != nil {
+		var big *frameTooLarge
+		if errors.As(err, &big) {
+			// Read the call to its end rather than leave the host's write
+			// blocked on a full window, and say why it is refused.
+			if _, err := io.CopyN(io.Discard, st, int64(big.size)); err == nil {
+				writeResponse(st, nil, Errorf(CodeTooLarge, "%v", big))
+			}
+		}
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
@@ -183,5 +191,9 @@ func writeResponse(w io.Writer, out any, err error) error {
 	if merr != nil {
 		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: merr.Error()}})
 	}
-	return WriteJSON(w, Response{Body: raw})
+	err = WriteJSON(w, Response{Body: raw})
+	if errors.Is(err, ErrFrameTooLarge) {
+		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: "the answer is too large to send: " + err.Error()}})
+	}
+	return err
 }

@@ -31,6 +31,10 @@ type Config struct {
 	// MCP, if set, is served at /mcp (MCP Streamable HTTP) behind the same
 	// API-key check as every other route.
 	MCP http.Handler
+	// BodyIdleTimeout is how long a request body may send nothing before
+	// the connection is cut (0: 30 s). Only stalls count: an upload of
+	// any size at any steady speed is fine.
+	BodyIdleTimeout time.Duration
 }
 
 // Server is the REST API.
@@ -42,13 +46,17 @@ type Server struct {
 }
 
 // maxJSONBody bounds JSON request bodies; file content is streamed and
-// has no bound.
+// has no bound. It holds the largest exec stdin (agentproto.MaxStdin) with
+// room for its escaping and the rest of the request.
 const maxJSONBody = 64 << 20
 
 // New returns the API's handler.
 func New(cfg Config) *Server {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
+	}
+	if cfg.BodyIdleTimeout <= 0 {
+		cfg.BodyIdleTimeout = defaultBodyIdle
 	}
 	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux()}
 	s.routes()
@@ -113,6 +121,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
 		}
 	}()
+	watchBody(w, r, s.cfg.BodyIdleTimeout)
 	s.mux.ServeHTTP(w, r)
 }
 
@@ -168,6 +177,12 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 
 // fail writes err with the status its sentinel maps to.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
+	if bodyStalled(r) {
+		// Whatever failed, it failed because the client stopped sending.
+		s.log.Info("request body stalled", "method", r.Method, "path", r.URL.Path, "idle", s.cfg.BodyIdleTimeout)
+		writeError(w, http.StatusRequestTimeout, apitype.CodeTimeout, fmt.Sprintf("the request body stalled: nothing arrived for %s", s.cfg.BodyIdleTimeout))
+		return
+	}
 	status, code := http.StatusInternalServerError, apitype.CodeInternal
 	switch {
 	case errors.Is(err, sandbox.ErrDead):
@@ -182,6 +197,8 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		status, code = http.StatusConflict, apitype.CodeConflict
 	case errors.Is(err, sandbox.ErrLimit):
 		status, code = http.StatusTooManyRequests, apitype.CodeLimit
+	case errors.Is(err, sandbox.ErrTooLarge):
+		status, code = http.StatusRequestEntityTooLarge, apitype.CodeTooLarge
 	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		status, code = http.StatusGatewayTimeout, apitype.CodeTimeout
 	case errors.Is(err, sandbox.ErrUnavailable):
@@ -230,7 +247,7 @@ func decode(w http.ResponseWriter, r *http.Request, v any, emptyOK bool) error {
 		}
 		var mbe *http.MaxBytesError
 		if errors.As(err, &mbe) {
-			return fmt.Errorf("%w: request body over %d bytes", sandbox.ErrInvalid, maxJSONBody)
+			return fmt.Errorf("%w: request body over %d bytes: put large input in a file", sandbox.ErrTooLarge, maxJSONBody)
 		}
 		if errors.Is(err, io.EOF) {
 			return fmt.Errorf("%w: request body is empty: send a JSON object", sandbox.ErrInvalid)

@@ -41,7 +41,8 @@ type testServer struct {
 	rt  *runtimetest.Fake
 }
 
-func newServer(t *testing.T) *testServer {
+// newServer starts the API over a fresh service; opts adjust its Config.
+func newServer(t *testing.T, opts ...func(*Config)) *testServer {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
@@ -60,11 +61,14 @@ func newServer(t *testing.T) *testServer {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
-	h := New(Config{Service: svc, APIKey: testKey, Version: "v-test", Logger: log,
+	cfg := Config{Service: svc, APIKey: testKey, Version: "v-test", Logger: log,
 		Info: func(ctx context.Context) apitype.Info {
 			return apitype.Info{Version: "v-test", Backend: svc.Backend(), Sandboxes: svc.Count()}
-		}})
-	srv := httptest.NewServer(h)
+		}}
+	for _, o := range opts {
+		o(&cfg)
+	}
+	srv := httptest.NewServer(New(cfg))
 	t.Cleanup(srv.Close)
 	return &testServer{url: srv.URL, svc: svc, rt: rt}
 }
@@ -496,8 +500,8 @@ func TestFileRoundTrip(t *testing.T) {
 			if !bytes.Equal(got, data) {
 				t.Fatalf("downloaded %d bytes, not the %d uploaded", len(got), len(data))
 			}
-			if cl := resp.Header.Get("Content-Length"); cl != strconv.Itoa(size) {
-				t.Errorf("Content-Length %q, want %d", cl, size)
+			if fs := resp.Header.Get("X-File-Size"); fs != strconv.Itoa(size) {
+				t.Errorf("X-File-Size %q, want %d", fs, size)
 			}
 			if m := resp.Header.Get("X-File-Mode"); m != "0600" {
 				t.Errorf("X-File-Mode %q", m)

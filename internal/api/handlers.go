@@ -177,6 +177,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 	}
 	env := make([]string, 0, len(req.Env))
 	for k, v := range req.Env {
+		if k == "" || strings.Contains(k, "=") {
+			s.fail(w, r, fmt.Errorf("%w: env key %.64q: a name must be non-empty and have no '='", sandbox.ErrInvalid, k))
+			return
+		}
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
@@ -223,9 +227,15 @@ func (s *Server) putFile(w http.ResponseWriter, r *http.Request, sb *sandbox.San
 }
 
 // compatPutFile is sandboxd's PUT /sandboxes/{id}/files/{path}: the path is
-// relative to the working directory.
+// relative to the working directory, as sandboxd has it. An absolute one
+// (a leading %2F) is refused rather than taken: the v1 route takes those.
 func (s *Server) compatPutFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
-	s.put(w, r, sb, r.PathValue("path"))
+	p := r.PathValue("path")
+	if strings.HasPrefix(p, "/") {
+		s.fail(w, r, fmt.Errorf("%w: the path %.200q is absolute; this route takes one relative to %s (use PUT /v1/sandboxes/{id}/files?path=... for any path)", sandbox.ErrInvalid, p, sandbox.WorkDir))
+		return
+	}
+	s.put(w, r, sb, p)
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, path string) {
@@ -245,9 +255,13 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox
 	writeJSON(w, http.StatusOK, fileInfo(info))
 }
 
-// getFile streams a file. A range, from `offset`/`length` query
-// parameters or a single `Range: bytes=a-b` header, answers 206 with only
-// those bytes, so that large files can be read in pieces.
+// getFile streams a file. A whole file is sent as it is read, to its end,
+// without a Content-Length: procfs and sysfs files say they are empty, and
+// a file may grow or shrink while it is read. X-File-Size is its size when
+// opened. A range, from `offset`/`length` query parameters or a single
+// `Range: bytes=a-b` header, answers 206 with exactly those bytes of the
+// file as it was opened, so that large files can be read in pieces; if the
+// file shrinks meanwhile, the connection is cut.
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
 	req, ranged, err := fileRange(r)
 	if err != nil {
@@ -263,7 +277,6 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.San
 	span := req.Span(info.Size)
 	h := w.Header()
 	h.Set("Content-Type", "application/octet-stream")
-	h.Set("Content-Length", strconv.FormatInt(span, 10))
 	h.Set("X-File-Mode", fmt.Sprintf("%04o", info.Mode))
 	h.Set("X-File-Size", strconv.FormatInt(info.Size, 10))
 	h.Set("Accept-Ranges", "bytes")
@@ -271,13 +284,15 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.San
 	status := http.StatusOK
 	if ranged {
 		status = http.StatusPartialContent
+		h.Set("Content-Length", strconv.FormatInt(span, 10))
 		h.Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", req.Offset, req.Offset+span-1, info.Size))
 	}
 	w.WriteHeader(status)
-	if n, err := io.Copy(w, rc); err != nil || n != span {
+	if n, err := io.Copy(w, rc); err != nil || (ranged && n != span) {
 		// The status is sent; cutting the connection is the only way left
-		// to tell the client the content is incomplete.
-		s.log.Warn("file download cut short", "sandbox", sb.ID(), "path", info.Path, "sent", n, "want", span, "err", err)
+		// to tell the client the content is incomplete (a chunked body
+		// then lacks its last chunk).
+		s.log.Warn("file download cut short", "sandbox", sb.ID(), "path", info.Path, "sent", n, "err", err)
 		panic(http.ErrAbortHandler)
 	}
 }

@@ -123,11 +123,16 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", ErrNotFound, ae.Message)
 		case agentproto.CodeTimeout:
 			return fmt.Errorf("%w: %s", ErrTimeout, ae.Message)
+		case agentproto.CodeTooLarge:
+			return fmt.Errorf("%w: %s", ErrTooLarge, ae.Message)
 		}
 		return fmt.Errorf("agent: %s", ae.Message)
 	}
 	if errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded) {
 		return err
+	}
+	if errors.Is(err, agentproto.ErrFrameTooLarge) {
+		return fmt.Errorf("%w: %v", ErrTooLarge, err)
 	}
 	return fmt.Errorf("%w: agent connection: %v", ErrUnavailable, err)
 }

@@ -215,7 +215,9 @@ func (sb *Sandbox) Put(ctx context.Context, req PutRequest, r io.Reader) (FileIn
 }
 
 // Get opens a file, or a range of it, for reading; the caller closes the
-// reader, which yields req.Span(info.Size) bytes.
+// reader. A range yields at most req.Span(info.Size) bytes, fewer if the
+// file shrank; a whole file is read to its end, whatever its size when
+// opened (info.Size; procfs says 0).
 func (sb *Sandbox) Get(ctx context.Context, req GetRequest) (FileInfo, io.ReadCloser, error) {
 	if _, err := agentproto.ResolvePath(req.Path); err != nil {
 		return FileInfo{}, nil, mapErr(err)

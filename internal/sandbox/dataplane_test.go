@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
 )
 
 func TestOpen(t *testing.T) {
@@ -112,6 +114,19 @@ func TestDataPlaneRefused(t *testing.T) {
 			_, err := sb.Exec(ctx, ExecRequest{Shell: "true", Timeout: -time.Millisecond})
 			return err
 		}, ErrInvalid},
+		{"exec NUL in args", func() error { _, err := sb.Exec(ctx, ExecRequest{Args: []string{"echo", "a\x00"}}); return err }, ErrInvalid},
+		{"exec NUL in env", func() error {
+			_, err := sb.Exec(ctx, ExecRequest{Shell: "true", Env: []string{"A=\x00"}})
+			return err
+		}, ErrInvalid},
+		{"exec huge argument", func() error {
+			_, err := sb.Exec(ctx, ExecRequest{Args: []string{"echo", strings.Repeat("a", 10<<20)}})
+			return err
+		}, ErrInvalid},
+		{"exec huge stdin", func() error {
+			_, err := sb.Exec(ctx, ExecRequest{Args: []string{"wc", "-c"}, Stdin: make([]byte, agentproto.MaxStdin+1)})
+			return err
+		}, ErrTooLarge},
 		{"eval empty", func() error { _, err := sb.Eval(ctx, EvalRequest{}); return err }, ErrInvalid},
 		{"put dotdot", func() error {
 			_, err := sb.Put(ctx, PutRequest{Path: "../x"}, strings.NewReader(""))

@@ -22,6 +22,9 @@ var (
 	// ErrDead reports a call to a sandbox that died: its runtime process
 	// ended while it ran. The message says why and when.
 	ErrDead = errors.New("dead")
+	// ErrTooLarge reports a request over a size limit, such as an exec's
+	// stdin.
+	ErrTooLarge = errors.New("too large")
 )
 
 // Refinements of the sentinels above, for the cases where a front end adds

@@ -299,15 +299,20 @@ func (c *Client) PutFile(ctx context.Context, id, sandboxToken, path string, mod
 }
 
 // GetFile opens path in the sandbox for reading. The caller must close the
-// returned body, which streams the file. The FileInfo has the path asked
-// for, Type "file", Size from Content-Length (-1 if unknown), and Mode and
-// MtimeUnix when the daemon sends them. Only ctx bounds the call.
+// returned body, which streams the file to its end as the daemon reads it:
+// no length is promised, since procfs files say they are empty and a file
+// may change while it is read; a read error means the daemon could not
+// finish. The FileInfo has the path asked for, Type "file", Size as the
+// file had when opened (X-File-Size; Content-Length, or -1, if the daemon
+// sends none), and Mode and MtimeUnix when the daemon sends them. Only ctx
+// bounds the call.
 func (c *Client) GetFile(ctx context.Context, id, sandboxToken, path string) (io.ReadCloser, apitype.FileInfo, error) {
 	return c.GetFileRange(ctx, id, sandboxToken, path, 0, 0)
 }
 
 // GetFileRange streams at most length bytes (0: all) of a file, starting at
-// offset. The FileInfo's Size is the whole file's size.
+// offset, as the file was when opened: if it shrinks meanwhile, reading the
+// body fails. The FileInfo's Size is the whole file's size.
 func (c *Client) GetFileRange(ctx context.Context, id, sandboxToken, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error) {
 	q := url.Values{"path": {path}}
 	if offset != 0 || length != 0 {
