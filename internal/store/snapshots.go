@@ -22,6 +22,7 @@ type Snapshot struct {
 	// RuntimeVersion is the backend's version that wrote the checkpoint:
 	// runsc restores only what its own version saved.
 	RuntimeVersion string
+	Limits         // disk, processes, open files
 }
 
 const snapshotSchema = `
@@ -50,10 +51,11 @@ var snapshotMigrations = []string{
 // PutSnapshot inserts a snapshot record; the tag must be new.
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
-		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at, runtime_version)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at, runtime_version,
+		 disk_mib, pids, open_files)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
-		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion)
+		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.DiskMiB, sn.Pids, sn.OpenFiles)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -71,7 +73,8 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 // Snapshots returns every snapshot record, oldest first.
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
-		memory_mib, pool_size, size_bytes, created_at, runtime_version FROM snapshots ORDER BY created_at, tag`)
+		memory_mib, pool_size, size_bytes, created_at, runtime_version, disk_mib, pids, open_files
+		FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
 	}
@@ -81,7 +84,8 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var sn Snapshot
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
-			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion); err != nil {
+			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
+			&sn.DiskMiB, &sn.Pids, &sn.OpenFiles); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)
