@@ -12,12 +12,12 @@ import (
 func TestLimits(t *testing.T) {
 	rootfs := runtime.ImageFiles{Rootfs: "/images/x/rootfs"}
 	tests := []struct {
-		name      string
-		spec      runtime.Spec
-		flags     []string
-		rlimits   []specs.POSIXRlimit
-		inherit   []string
-		hostPids  int64 // 0: none
+		name     string
+		spec     runtime.Spec
+		flags    []string
+		rlimits  []specs.POSIXRlimit
+		inherit  []string
+		hostPids int64 // 0: none
 	}{
 		{
 			name:    "none: as a snapshot made before limits restores",
