@@ -19,6 +19,8 @@ import (
 // gVisor the sandbox gives the agent CAP_SYS_RESOURCE through that set
 // (and not through its bounding set), which exempts it from the sandbox's
 // process limit; cleared, nothing the agent runs gains it at exec.
+// Capabilities are a thread's: every thread of the agent's is cleared,
+// whichever later starts a command.
 func clearInheritable() error {
 	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
 	var data [2]unix.CapUserData
@@ -29,8 +31,9 @@ func clearInheritable() error {
 		return nil
 	}
 	data[0].Inheritable, data[1].Inheritable = 0, 0
-	if err := unix.Capset(&hdr, &data[0]); err != nil {
-		return fmt.Errorf("capset: %w", err)
+	_, _, errno := syscall.AllThreadsSyscall(syscall.SYS_CAPSET, uintptr(unsafe.Pointer(&hdr)), uintptr(unsafe.Pointer(&data[0])), 0)
+	if errno != 0 {
+		return fmt.Errorf("capset: %w", errno)
 	}
 	return nil
 }
