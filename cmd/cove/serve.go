@@ -79,7 +79,7 @@ are re-attached at its next start.`,
 	fs.IntVar(&f.defaultDisk, "default-disk-mib", 4096, "disk space a sandbox that asks for none may write, in MiB")
 	fs.IntVar(&f.maxDisk, "max-disk-mib", 65536, "most disk space a sandbox may ask for, in MiB")
 	fs.IntVar(&f.defaultPids, "default-pids", 1024, "processes and threads of a sandbox that asks for no other limit")
-	fs.IntVar(&f.maxPids, "max-pids", 8192, "most processes and threads a sandbox may ask for")
+	fs.IntVar(&f.maxPids, "max-pids", 4096, "most processes and threads a sandbox may ask for")
 	fs.IntVar(&f.openFiles, "open-files", 4096, "files each process in a sandbox may have open")
 	fs.IntVar(&f.memBudget, "memory-budget-mib", 0, "memory limits of all sandboxes together (warm pools included) a create must fit in, in MiB (0: host memory times --memory-overcommit)")
 	fs.Float64Var(&f.overcommit, "memory-overcommit", 4, "the default memory budget as a multiple of the host's memory")
