@@ -21,11 +21,11 @@ import (
 // threads included) with EAGAIN. The agent alone holds CAP_SYS_RESOURCE,
 // which exempts it: a fork bomb fills the limit, and the agent (whose Go
 // runtime would die if it could not make a thread) still starts the
-// command that ends it. Every task costs about two host tasks under systrap (the
-// task and its stub thread); the host cgroup's pids.max is a backstop
-// above that, for a sandbox whose tasks ran under many user ids. gVisor
-// cannot survive reaching it (it fails to make a stub thread), so only
-// that sandbox goes down.
+// command that ends it. Every task costs about two host tasks under
+// systrap (the task and its stub); the host cgroup's pids.max is a
+// backstop above that, for a sandbox whose tasks ran under many user ids.
+// gVisor cannot survive reaching it (it fails to make a stub thread), so
+// only that sandbox goes down.
 //
 // Open files: RLIMIT_NOFILE bounds each process (EMFILE past it), and
 // runsc's --fdlimit the host descriptors the sandbox's kernel and gofer
