@@ -60,7 +60,14 @@ func run(log *slog.Logger, listen, serial string, warmEval bool) error {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
-	a := agent.New(agent.Config{Logger: log})
+	if err := clearInheritable(); err != nil {
+		log.Warn("clear inheritable capabilities", "err", err)
+	}
+	var cgroup *os.File
+	if serial != "" { // a VM's agent: its bounds are the agent's to apply
+		cgroup = applyVMLimits(log)
+	}
+	a := agent.New(agent.Config{Logger: log, Cgroup: cgroup})
 	defer a.Close()
 	if warmEval {
 		go func() {

@@ -59,6 +59,8 @@ cp; --json shows them.`,
 	fs.DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
 	fs.IntVar(&req.CPUs, "cpus", 0, "CPUs per sandbox (default: the daemon's)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory per sandbox in MiB (default: the daemon's)")
+	fs.IntVar(&req.DiskMiB, "disk-mib", 0, "disk space each sandbox may write, in MiB (default: the daemon's)")
+	fs.IntVar(&req.Pids, "pids", 0, "processes and threads per sandbox (default: the daemon's)")
 	fs.StringVar(&req.Image, "image", "", "guest image (default: the daemon's)")
 	fs.StringVar(&req.SnapshotTag, "snapshot", "", "start from this snapshot tag instead of booting the image")
 	addSnapshotTokenFlag(fs, &sandboxToken)

@@ -45,7 +45,10 @@ func newInfoCmd(cfg *clientConfig) *cobra.Command {
 			row("sandboxes", "%d of at most %d", info.Sandboxes, l.MaxSandboxes)
 			row("ttl", "%s by default, at most %s", secs(l.DefaultTTLSecs), secs(l.MaxTTLSecs))
 			row("cpus", "%d by default, at most %d", l.DefaultCPUs, l.MaxCPUs)
-			row("memory", "%d MiB by default, at most %d MiB", l.DefaultMemoryMiB, l.MaxMemoryMiB)
+			row("memory", "%d MiB by default, at most %d MiB; all sandboxes together at most %d MiB", l.DefaultMemoryMiB, l.MaxMemoryMiB, l.MemoryBudgetMiB)
+			row("disk", "%d MiB by default, at most %d MiB", l.DefaultDiskMiB, l.MaxDiskMiB)
+			row("processes", "%d by default, at most %d", l.DefaultPids, l.MaxPids)
+			row("open files", "%d per process", l.OpenFiles)
 			row("per create", "at most %d sandboxes", l.MaxN)
 			return tw.Flush()
 		},

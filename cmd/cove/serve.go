@@ -38,6 +38,9 @@ type serveFlags struct {
 	defaultTTL, maxTTL, startTimeout, deadKeep time.Duration
 
 	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar int
+
+	defaultDisk, maxDisk, defaultPids, maxPids, openFiles, memBudget int
+	overcommit                                                       float64
 }
 
 func newServeCmd() *cobra.Command {
@@ -74,6 +77,13 @@ are re-attached at its next start.`,
 	fs.IntVar(&f.defaultMem, "default-memory-mib", 512, "memory of a sandbox that asks for none")
 	fs.IntVar(&f.maxMem, "max-memory-mib", 8192, "most memory a sandbox may ask for")
 	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 500, "most sandboxes alive at once")
+	fs.IntVar(&f.defaultDisk, "default-disk-mib", 4096, "disk space a sandbox that asks for none may write, in MiB")
+	fs.IntVar(&f.maxDisk, "max-disk-mib", 65536, "most disk space a sandbox may ask for, in MiB")
+	fs.IntVar(&f.defaultPids, "default-pids", 1024, "processes and threads of a sandbox that asks for no other limit")
+	fs.IntVar(&f.maxPids, "max-pids", 4096, "most processes and threads a sandbox may ask for")
+	fs.IntVar(&f.openFiles, "open-files", 4096, "files each process in a sandbox may have open")
+	fs.IntVar(&f.memBudget, "memory-budget-mib", 0, "memory limits of all sandboxes together (warm pools included) a create must fit in, in MiB (0: host memory times --memory-overcommit)")
+	fs.Float64Var(&f.overcommit, "memory-overcommit", 4, "the default memory budget as a multiple of the host's memory")
 	fs.IntVar(&f.poolSize, "pool-size", 2, "ready sandboxes a built snapshot keeps restored, unless it says otherwise")
 	fs.IntVar(&f.poolMem, "pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
 	fs.StringVar(&f.defaultSnap, "default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
@@ -88,6 +98,8 @@ func (f serveFlags) limits() sandbox.Limits {
 	return sandbox.Limits{
 		DefaultTTL: f.defaultTTL, MaxTTL: f.maxTTL, DefaultCPUs: f.defaultCPUs, MaxCPUs: f.maxCPUs,
 		DefaultMemoryMiB: f.defaultMem, MaxMemoryMiB: f.maxMem, MaxSandboxes: f.maxSandboxes,
+		DefaultDiskMiB: f.defaultDisk, MaxDiskMiB: f.maxDisk, DefaultPids: f.defaultPids, MaxPids: f.maxPids,
+		OpenFiles: f.openFiles, MemoryBudgetMiB: f.memBudget,
 	}
 }
 
@@ -99,6 +111,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	if f.deadKeep <= 0 {
 		return fmt.Errorf("--dead-keep must be positive, got %s", f.deadKeep)
+	}
+	if err := f.resolveLimits(); err != nil {
+		return err
 	}
 	var level slog.Level
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
@@ -174,6 +189,9 @@ func serveHTTP(ctx context.Context, f serveFlags, key string, svc *sandbox.Servi
 				DefaultCPUs: limits.DefaultCPUs, MaxCPUs: limits.MaxCPUs,
 				DefaultMemoryMiB: limits.DefaultMemoryMiB, MaxMemoryMiB: limits.MaxMemoryMiB,
 				MaxSandboxes: limits.MaxSandboxes, MaxN: sandbox.MaxN,
+				DefaultDiskMiB: limits.DefaultDiskMiB, MaxDiskMiB: limits.MaxDiskMiB,
+				DefaultPids: limits.DefaultPids, MaxPids: limits.MaxPids, OpenFiles: limits.OpenFiles,
+				MemoryBudgetMiB: limits.MemoryBudgetMiB,
 			},
 		}
 	}

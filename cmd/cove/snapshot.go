@@ -79,6 +79,8 @@ func newSnapshotBuildCmd(cfg *clientConfig) *cobra.Command {
 	fs.StringVar(&req.Warm, "warm", "", "shell command run before the checkpoint (default: the daemon's, importing common Python modules)")
 	fs.IntVar(&req.CPUs, "cpus", 0, "CPUs of sandboxes spawned from it (default: the daemon's)")
 	fs.IntVar(&req.MemoryMiB, "memory-mib", 0, "memory of sandboxes spawned from it, in MiB (default: the daemon's)")
+	fs.IntVar(&req.DiskMiB, "disk-mib", 0, "disk space sandboxes spawned from it may write, in MiB (default: the daemon's)")
+	fs.IntVar(&req.Pids, "pids", 0, "processes and threads of sandboxes spawned from it (default: the daemon's)")
 	fs.IntVar(&pool, "pool-size", -1, "sandboxes kept restored and ready to hand out (default: the daemon's)")
 	addOutputFlags(fs, &asJSON, nil, "")
 	return cmd

@@ -27,6 +27,10 @@ type Config struct {
 	Logger *slog.Logger
 	// Hostname reports the name Ping returns; the default is os.Hostname.
 	Hostname func() (string, error)
+	// Cgroup, if set, is the cgroup directory every command (and the
+	// interpreter) starts in, which bounds their processes; the agent
+	// stays outside it. The default is the agent's own cgroup.
+	Cgroup *os.File
 }
 
 // Agent implements agentproto.Handler. It is safe for concurrent use.
@@ -35,6 +39,7 @@ type Agent struct {
 	python   string
 	log      *slog.Logger
 	hostname func() (string, error)
+	cgroup   *os.File
 	started  time.Time
 
 	// evalSem serialises calls into the interpreter; a channel rather than
@@ -62,6 +67,7 @@ func New(cfg Config) *Agent {
 		python:   cfg.Python,
 		log:      cfg.Logger,
 		hostname: cfg.Hostname,
+		cgroup:   cfg.Cgroup,
 		started:  time.Now(),
 		evalSem:  make(chan struct{}, 1),
 	}

@@ -203,7 +203,7 @@ func (a *Agent) interpLocked() (p *interp, lost bool, err error) {
 	if err != nil {
 		return nil, lost, fmt.Errorf("python interpreter %q: %w", a.python, err)
 	}
-	p, err = startInterp(python, dir, defaultEnv())
+	p, err = startInterp(python, dir, defaultEnv(), a.procAttr())
 	if err != nil {
 		return nil, lost, err
 	}

@@ -84,7 +84,7 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	if req.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	cmd.SysProcAttr = a.procAttr()
 	cmd.Cancel = func() error {
 		killed.Store(true)
 		return killGroup(cmd.Process.Pid)
@@ -135,6 +135,17 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	}
 	a.log.Debug("exec", "argv", argv, "exit", res.ExitCode, "timed_out", res.TimedOut, "ms", res.DurationMs)
 	return res, nil
+}
+
+// procAttr is what every process the agent starts runs with: a process
+// group of its own, killed whole at a timeout, and the agent's cgroup for
+// commands if it has one.
+func (a *Agent) procAttr() *syscall.SysProcAttr {
+	attr := &syscall.SysProcAttr{Setpgid: true}
+	if a.cgroup != nil {
+		attr.UseCgroupFD, attr.CgroupFD = true, int(a.cgroup.Fd())
+	}
+	return attr
 }
 
 // execDir returns the directory a command runs in.

@@ -48,8 +48,9 @@ type interp struct {
 	stderr *tailBuffer   // what the interpreter itself wrote to fd 2
 }
 
-// startInterp starts python running the driver in its own process group.
-func startInterp(python, dir string, env []string) (_ *interp, err error) {
+// startInterp starts python running the driver, with attr (its own
+// process group).
+func startInterp(python, dir string, env []string, attr *syscall.SysProcAttr) (_ *interp, err error) {
 	reqR, reqW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -81,7 +82,7 @@ func startInterp(python, dir string, env []string) (_ *interp, err error) {
 	p.cmd.Env = env
 	p.cmd.ExtraFiles = []*os.File{reqR, respW} // fds 3 and 4
 	p.cmd.Stderr = p.stderr
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.cmd.SysProcAttr = attr
 	// Commands started by user code may hold stderr open after a kill.
 	p.cmd.WaitDelay = time.Second
 	if err := p.cmd.Start(); err != nil {

@@ -32,6 +32,10 @@ var testLimits = sandbox.Limits{
 	DefaultMemoryMiB: 256,
 	MaxMemoryMiB:     2048,
 	MaxSandboxes:     10,
+	DefaultDiskMiB:   1024,
+	MaxDiskMiB:       4096,
+	DefaultPids:      256,
+	MaxPids:          1024,
 }
 
 // testServer is the API over a sandbox service on the fake runtime.
@@ -225,6 +229,11 @@ func TestErrors(t *testing.T) {
 		{"n over max", "POST", "/v1/sandboxes", `{"n":1001}`, nil, 400, apitype.CodeBadRequest},
 		{"cpus over max", "POST", "/v1/sandboxes", `{"cpus":5}`, nil, 400, apitype.CodeBadRequest},
 		{"memory under min", "POST", "/v1/sandboxes", `{"memory_mib":63}`, nil, 400, apitype.CodeBadRequest},
+		{"disk negative", "POST", "/v1/sandboxes", `{"disk_mib":-512}`, nil, 400, apitype.CodeBadRequest},
+		{"disk over max", "POST", "/v1/sandboxes", `{"disk_mib":4097}`, nil, 400, apitype.CodeBadRequest},
+		{"pids negative", "POST", "/v1/sandboxes", `{"pids":-1}`, nil, 400, apitype.CodeBadRequest},
+		{"pids over max", "POST", "/v1/sandboxes", `{"pids":1025}`, nil, 400, apitype.CodeBadRequest},
+		{"snapshot disk over max", "POST", "/v1/snapshots", `{"tag":"t","disk_mib":4097}`, nil, 400, apitype.CodeBadRequest},
 		{"compat: bad ttl", "POST", "/sandboxes", `{"ttl_secs":-5}`, nil, 400, apitype.CodeBadRequest},
 		{"compat: n > 1", "POST", "/sandboxes", `{"n":3}`, nil, 400, apitype.CodeBadRequest},
 		{"extend without a body", "POST", "/v1/sandboxes/" + sb.ID + "/extend", "", nil, 400, apitype.CodeBadRequest},
@@ -361,13 +370,13 @@ func TestSandboxLifecycle(t *testing.T) {
 	s := newServer(t)
 	var created []apitype.SandboxInfo
 	t0 := time.Now().Unix()
-	s.call(t, "POST", "/v1/sandboxes", `{"n":2,"ttl_secs":60,"cpus":2,"memory_mib":128}`, nil, http.StatusCreated, &created)
+	s.call(t, "POST", "/v1/sandboxes", `{"n":2,"ttl_secs":60,"cpus":2,"memory_mib":128,"disk_mib":512,"pids":100}`, nil, http.StatusCreated, &created)
 	if len(created) != 2 {
 		t.Fatalf("created %d sandboxes, want 2", len(created))
 	}
 	for _, c := range created {
 		if c.ID == "" || c.Token == "" || c.Status != apitype.StatusRunning || c.Backend != "fake" || c.Image != "default-0001" ||
-			c.CPUs != 2 || c.MemoryMiB != 128 || c.ExpiresAtUnix-c.CreatedAtUnix != 60 || c.CreatedAtUnix < t0 {
+			c.CPUs != 2 || c.MemoryMiB != 128 || c.DiskMiB != 512 || c.Pids != 100 || c.ExpiresAtUnix-c.CreatedAtUnix != 60 || c.CreatedAtUnix < t0 {
 			t.Errorf("created %+v", c)
 		}
 	}

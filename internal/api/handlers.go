@@ -51,7 +51,7 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 func sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
 	return apitype.SandboxInfo{
 		ID: i.ID, Status: i.Status, Backend: i.Backend, Image: i.Image, SnapshotTag: i.SnapshotTag,
-		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, CreatedAtUnix: i.CreatedAt.Unix(),
+		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids, CreatedAtUnix: i.CreatedAt.Unix(),
 		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token, DeadReason: i.DeadReason, DiedAtUnix: unixOrZero(i.DiedAt),
 	}
 }
@@ -76,7 +76,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 	}
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
-		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, SnapshotToken: sandboxToken(r),
+		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Pids: req.Pids, SnapshotToken: sandboxToken(r),
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -11,7 +11,7 @@ import (
 func snapshotInfo(i sandbox.SnapshotInfo) apitype.SnapshotInfo {
 	return apitype.SnapshotInfo{
 		Tag: i.Tag, CreatedAtUnix: i.CreatedAt.Unix(), BranchedFrom: i.BranchedFrom, Parent: i.Parent,
-		Depth: i.Depth, Backend: i.Backend, Image: i.Image, CPUs: i.CPUs, MemoryMiB: i.MemoryMiB,
+		Depth: i.Depth, Backend: i.Backend, Image: i.Image, CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids,
 		SizeBytes: i.SizeBytes, PoolSize: i.PoolSize, PoolReady: i.PoolReady, Children: i.Children,
 		RuntimeVersion: i.RuntimeVersion,
 	}
@@ -31,7 +31,8 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	info, err := s.svc.BuildSnapshot(r.Context(), sandbox.BuildOptions{
-		Tag: req.Tag, Image: req.Image, Warm: req.Warm, CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, PoolSize: pool,
+		Tag: req.Tag, Image: req.Image, Warm: req.Warm, CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
+		DiskMiB: req.DiskMiB, Pids: req.Pids, PoolSize: pool,
 	})
 	if err != nil {
 		s.fail(w, r, err)

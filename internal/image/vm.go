@@ -74,8 +74,9 @@ var GuestModules = []string{
 // optionalModules are loaded when the kernel has them as modules.
 var optionalModules = []string{"crc16", "mbcache", "jbd2", "crc32c_generic", "libcrc32c", "ext4", "overlay"}
 
-// vmInitVersion changes whenever the initramfs does (its /init, its layout).
-const vmInitVersion = "cove-vm-init-4"
+// vmInitVersion changes whenever the initramfs does (its /init, its
+// layout) or the way the root disk is made.
+const vmInitVersion = "cove-vm-init-5"
 
 // initScript is the initramfs's /init: load the modules, bring up the
 // network, mount the ext4 root and hand PID 1 to cove-agent.
@@ -107,7 +108,10 @@ while [ ! -b /dev/vda ] && [ $i -lt 1000 ]; do usleep 5000; i=$((i+1)); done
 # no_prefetch_block_bitmaps: else a kernel thread reads every group's block
 # bitmap in the background after mount, and every clone of a snapshot taken
 # meanwhile carries on with it (ext4 and block code to translate under TCG).
-if ! mount -t ext4 -o noatime,no_prefetch_block_bitmaps /dev/vda /newroot; then
+# noinit_itable, for the same reason: the groups the agent adds when it
+# grows the root to its disk get their inode tables zeroed as they are
+# added, not by a thread in the background.
+if ! mount -t ext4 -o noatime,no_prefetch_block_bitmaps,noinit_itable /dev/vda /newroot; then
 	echo "cove-init: cannot mount the root disk"; exec sh
 fi
 umount /proc /sys
@@ -363,18 +367,27 @@ func (b *builder) ensureVM(ctx context.Context, img Image) error {
 	if err != nil {
 		return err
 	}
-	// Headroom for what sandboxes write (into their own overlays) and for
-	// ext4's own metadata.
-	mib := (size*11/10)>>20 + 1024
+	// Room for ext4's own metadata; what it does not need goes again below.
+	mib := (size*11/10)>>20 + 256
 	disk := filepath.Join(tmp, "rootfs.ext4")
 	out := &outputSink{log: io.Discard}
 	err = b.prog.step(fmt.Sprintf("vm: ext4 root disk (%d MiB)", mib), nil, func() error {
-		return run(ctx, out, "", "mkfs.ext4", "-q", "-F", "-L", "root", "-d", img.Rootfs,
+		return run(ctx, out, "", "mkfs.ext4", "-q", "-F", "-L", "root", "-d", img.Rootfs, "-m", "0",
 			"-E", "lazy_itable_init=0,lazy_journal_init=0",
 			disk, strconv.FormatInt(mib, 10)+"M")
 	})
 	if err != nil {
 		return fmt.Errorf("mkfs.ext4: %w: %s", err, out.lastLines())
+	}
+	// Shrunk to (about) its files, with no blocks reserved for root: a
+	// VM's disk is this plus the sandbox's disk size, which its agent
+	// grows the filesystem into, so that size is what the sandbox can
+	// write.
+	err = b.prog.step("vm: shrink the root disk to its files", nil, func() error {
+		return run(ctx, out, "", "resize2fs", "-M", disk)
+	})
+	if err != nil {
+		return fmt.Errorf("resize2fs: %w: %s", err, out.lastLines())
 	}
 	for _, f := range []string{"vmlinux", "initrd.cpio.gz", "rootfs.ext4"} {
 		os.Chmod(filepath.Join(tmp, f), 0o444)

@@ -122,7 +122,7 @@ func TestInitrd(t *testing.T) {
 	for _, s := range []string{
 		"for m in " + strings.Join(order, " ") + ";",
 		"ip addr add 10.77.0.2/30 dev eth0",
-		"mount -t ext4 -o noatime,no_prefetch_block_bitmaps /dev/vda /newroot",
+		"mount -t ext4 -o noatime,no_prefetch_block_bitmaps,noinit_itable /dev/vda /newroot",
 		"switch_root /newroot /usr/local/bin/cove-agent",
 	} {
 		if !strings.Contains(init, s) {

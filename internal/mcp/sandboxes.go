@@ -21,6 +21,8 @@ type Sandbox struct {
 	Backend       string `json:"backend"`
 	CPUs          int    `json:"cpus"`
 	MemoryMiB     int    `json:"memory_mib"`
+	DiskMiB       int    `json:"disk_mib" jsonschema:"disk space it may write, in MiB"`
+	Pids          int    `json:"pids" jsonschema:"most processes and threads it may run"`
 	CreatedAtUnix int64  `json:"created_at_unix"`
 	ExpiresAtUnix int64  `json:"expires_at_unix"`
 	ExpiresInSecs int64  `json:"expires_in_secs" jsonschema:"seconds until the sandbox is destroyed; extend_sandbox pushes this out"`
@@ -33,7 +35,8 @@ type Sandbox struct {
 func toSandbox(info apitype.SandboxInfo, st *session, now time.Time) Sandbox {
 	return Sandbox{
 		ID: info.ID, Status: info.Status, SnapshotTag: info.SnapshotTag, Image: info.Image, Backend: info.Backend,
-		CPUs: info.CPUs, MemoryMiB: info.MemoryMiB, CreatedAtUnix: info.CreatedAtUnix, ExpiresAtUnix: info.ExpiresAtUnix,
+		CPUs: info.CPUs, MemoryMiB: info.MemoryMiB, DiskMiB: info.DiskMiB, Pids: info.Pids,
+		CreatedAtUnix: info.CreatedAtUnix, ExpiresAtUnix: info.ExpiresAtUnix,
 		ExpiresInSecs:   max(0, info.ExpiresAtUnix-now.Unix()),
 		Token:           info.Token,
 		DeadReason:      info.DeadReason,
@@ -83,12 +86,13 @@ type createIn struct {
 	TTLSecs      int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
 	CPUs         int    `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
 	MemoryMiB    int    `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
+	DiskMiB      int    `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
-		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
+		DiskMiB: in.DiskMiB, SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
 	})
 	if err != nil {
 		return nil, Sandbox{}, s.explainSpawn(ctx, err, in.SnapshotTag)

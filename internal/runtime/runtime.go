@@ -38,6 +38,11 @@ type Spec struct {
 	MemoryMiB int      // memory limit
 	Hostname  string   // the guest's hostname
 	Env       []string // extra KEY=VALUE for the agent
+	// Bounds inside the sandbox; zero is none. A restore runs with those
+	// of its checkpoint, which the spec repeats.
+	DiskMiB   int // disk space the sandbox may write
+	Pids      int // processes and threads
+	OpenFiles int // open files per process
 	// Golden marks a sandbox started to be checkpointed whole, without
 	// being left running (a snapshot builder): a runtime may keep its
 	// memory where such a checkpoint takes it as it is.

@@ -21,6 +21,11 @@ var testLimits = Limits{
 	DefaultMemoryMiB: 256,
 	MaxMemoryMiB:     2048,
 	MaxSandboxes:     20,
+	DefaultDiskMiB:   1024,
+	MaxDiskMiB:       4096,
+	DefaultPids:      256,
+	MaxPids:          1024,
+	OpenFiles:        512,
 }
 
 // testEnv is a Service over the fake runtime and a real store.

@@ -45,7 +45,8 @@ func (s *Service) fillPools(ctx context.Context) {
 	}
 }
 
-// nextToFill picks a snapshot whose pool is short and reserves a slot in it.
+// nextToFill picks a snapshot whose pool is short, within the pool budget
+// and the memory budget, and reserves a slot in it.
 func (s *Service) nextToFill() *snap {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -58,8 +59,9 @@ func (s *Service) nextToFill() *snap {
 		}
 	}
 	sort.Slice(short, func(i, j int) bool { return len(short[i].pool) < len(short[j].pool) })
+	budget, inUse := s.cfg.Limits.MemoryBudgetMiB, s.memoryInUseLocked()
 	for _, sn := range short {
-		if used+sn.rec.MemoryMiB <= s.cfg.PoolMemoryMiB {
+		if used+sn.rec.MemoryMiB <= s.cfg.PoolMemoryMiB && (budget <= 0 || inUse+sn.rec.MemoryMiB <= budget) {
 			sn.filling++
 			return sn
 		}

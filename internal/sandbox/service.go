@@ -50,14 +50,30 @@ type Limits struct {
 	DefaultMemoryMiB int
 	MaxMemoryMiB     int
 	MaxSandboxes     int // alive at once
+	DefaultDiskMiB   int
+	MaxDiskMiB       int
+	DefaultPids      int
+	MaxPids          int
+	OpenFiles        int // per process, in every sandbox
+	// MemoryBudgetMiB bounds the memory limits of all sandboxes together:
+	// live ones, warm pools, snapshot builders and creates in progress.
+	// Zero is no bound.
+	MemoryBudgetMiB int
 }
 
 // inSecs is d in whole seconds: errors about lifetimes name ttl_secs, the
 // field every client gives them in, as others name cpus and memory_mib.
 func inSecs(d time.Duration) int64 { return int64(d / time.Second) }
 
-// MinMemoryMiB is the least memory a sandbox may be given.
-const MinMemoryMiB = 64
+// The least a sandbox may be given.
+const (
+	MinMemoryMiB = 64
+	MinDiskMiB   = 64
+	// MinPids leaves room for a shell and what it runs beside the agent,
+	// whose threads count too.
+	MinPids      = 64
+	MinOpenFiles = 64
+)
 
 // MaxN bounds how many sandboxes one create call makes.
 const MaxN = apitype.MaxN
@@ -100,6 +116,8 @@ type Service struct {
 	reserved  int              // slots held by creates in progress
 	snapshots map[string]*snap // by tag
 	poolKick  chan struct{}
+	// reservedMiB is the memory (as limits) held by creates in progress.
+	reservedMiB int
 
 	stats Stats
 
@@ -170,6 +188,8 @@ type Info struct {
 	SnapshotTag string
 	CPUs        int
 	MemoryMiB   int
+	DiskMiB     int
+	Pids        int
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	Token       string
@@ -217,7 +237,7 @@ func (b *box) info() Info {
 	defer b.mu.Unlock()
 	r := b.rec
 	return Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
-		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
+		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB, Pids: r.Pids, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DeadReason: b.death.Reason, DiedAt: b.death.At}
 }
 
@@ -346,6 +366,7 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 		return err
 	}
 	s.stats.Destroyed.Add(1)
+	s.kickPool() // a pool may have waited for its memory
 	s.log.Info("sandbox destroyed", "id", id)
 	return nil
 }

@@ -85,6 +85,8 @@ type BuildOptions struct {
 	Warm      string // shell command; "" runs DefaultWarm
 	CPUs      int
 	MemoryMiB int
+	DiskMiB   int
+	Pids      int
 	PoolSize  int // -1: the configured default
 }
 
@@ -100,11 +102,11 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	if o.PoolSize > 64 {
 		return SnapshotInfo{}, invalidf("pool_size must be at most 64")
 	}
-	co := CreateOptions{Image: o.Image, CPUs: o.CPUs, MemoryMiB: o.MemoryMiB}
+	co := CreateOptions{Image: o.Image, CPUs: o.CPUs, MemoryMiB: o.MemoryMiB, DiskMiB: o.DiskMiB, Pids: o.Pids}
 	if err := s.validate(&co); err != nil {
 		return SnapshotInfo{}, err
 	}
-	src, err := s.imageSource(co.Image, co.CPUs, co.MemoryMiB)
+	src, err := s.imageSource(co)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -113,10 +115,10 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 		return SnapshotInfo{}, err
 	}
 	defer release()
-	if err := s.reserve(1); err != nil {
+	if _, err := s.reserve(1, src); err != nil {
 		return SnapshotInfo{}, err
 	}
-	defer s.release(1)
+	defer s.release(1, co.MemoryMiB)
 
 	b, err := s.launch(ctx, src, StatusBuilding, time.Hour, "")
 	if err != nil {
@@ -138,7 +140,7 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 		return SnapshotInfo{}, fmt.Errorf("warm the eval interpreter: %w", mapErr(err))
 	}
 	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: src.imageID, CPUs: co.CPUs,
-		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize}
+		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize, Limits: src.limits}
 	sn, _, _, err := s.checkpoint(ctx, b, rec, src.files, false)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -200,7 +202,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	// With children, the snapshot is pending until they commit with it: a
 	// daemon killed before the branch answers leaves neither.
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
-		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB,
+		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
 		TokenHash: b.rec.TokenHash, Pending: o.N > 0}
 	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {

@@ -22,7 +22,8 @@ func TestBuildSnapshot(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := store.Snapshot{Tag: "base-1.0_x", Backend: "fake", Image: "other-0002", CPUs: 2, MemoryMiB: 512,
-		SizeBytes: sn.SizeBytes, CreatedAt: sn.CreatedAt, RuntimeVersion: "fake 1"}
+		SizeBytes: sn.SizeBytes, CreatedAt: sn.CreatedAt, RuntimeVersion: "fake 1",
+		Limits: store.Limits{DiskMiB: testLimits.DefaultDiskMiB, Pids: testLimits.DefaultPids, OpenFiles: testLimits.OpenFiles}}
 	if sn.Snapshot != want || sn.SizeBytes == 0 || sn.PoolReady != 0 || sn.Children != 0 {
 		t.Errorf("snapshot = %+v, want %+v", sn, want)
 	}

@@ -21,6 +21,8 @@ type CreateOptions struct {
 	TTL         time.Duration
 	CPUs        int
 	MemoryMiB   int
+	DiskMiB     int
+	Pids        int
 	// SnapshotToken is the credential for a snapshot saved from a sandbox
 	// (by a branch): that sandbox's token.
 	SnapshotToken string
@@ -41,6 +43,10 @@ func (s *Service) validate(o *CreateOptions) error {
 		return invalidf("cpus must be between 1 and %d, got %d", l.MaxCPUs, o.CPUs)
 	case o.MemoryMiB != 0 && (o.MemoryMiB < MinMemoryMiB || o.MemoryMiB > l.MaxMemoryMiB):
 		return invalidf("memory_mib must be between %d and %d, got %d", MinMemoryMiB, l.MaxMemoryMiB, o.MemoryMiB)
+	case o.DiskMiB != 0 && (o.DiskMiB < MinDiskMiB || o.DiskMiB > l.MaxDiskMiB):
+		return invalidf("disk_mib must be between %d and %d, got %d", MinDiskMiB, l.MaxDiskMiB, o.DiskMiB)
+	case o.Pids != 0 && (o.Pids < MinPids || o.Pids > l.MaxPids):
+		return invalidf("pids must be between %d and %d, got %d", MinPids, l.MaxPids, o.Pids)
 	}
 	if o.N == 0 {
 		o.N = 1
@@ -53,6 +59,12 @@ func (s *Service) validate(o *CreateOptions) error {
 	}
 	if o.MemoryMiB == 0 {
 		o.MemoryMiB = l.DefaultMemoryMiB
+	}
+	if o.DiskMiB == 0 {
+		o.DiskMiB = l.DefaultDiskMiB
+	}
+	if o.Pids == 0 {
+		o.Pids = l.DefaultPids
 	}
 	if o.Image == "" {
 		o.Image = s.cfg.DefaultImage
@@ -72,7 +84,7 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 // branch making these sandboxes has just saved: the branch was entitled
 // to copy its source, and commits that snapshot with them.
 func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([]Info, error) {
-	asked := o // before defaults: a snapshot's sandboxes run with its cpus and memory
+	asked := o // before defaults: a snapshot's sandboxes run with its cpus, memory and limits
 	if err := s.validate(&o); err != nil {
 		return nil, err
 	}
@@ -80,19 +92,21 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 	if err != nil {
 		return nil, err
 	}
-	if err := s.reserve(o.N); err != nil {
+	ready, err := s.reserve(o.N, src)
+	if err != nil {
 		return nil, err
 	}
-	defer s.release(o.N)
+	defer s.release(o.N, src.memoryMiB)
+	src.pooled = fromPool(ready)
 	return s.spawn(ctx, src, o.N, o.TTL, branch)
 }
 
 // sourceFor picks where o's sandboxes come from. asked is o before its
-// defaults: asking a snapshot for other cpus or memory than it runs with
-// is an error. entitled skips the check of o.SnapshotToken.
+// defaults: asking a snapshot for other cpus, memory or limits than it
+// runs with is an error. entitled skips the check of o.SnapshotToken.
 func (s *Service) sourceFor(o, asked CreateOptions, entitled bool) (source, error) {
 	if o.SnapshotTag == "" {
-		return s.imageSource(o.Image, o.CPUs, o.MemoryMiB)
+		return s.imageSource(o)
 	}
 	sn, err := s.snapshot(o.SnapshotTag)
 	if err != nil {
@@ -109,6 +123,9 @@ func (s *Service) sourceFor(o, asked CreateOptions, entitled bool) (source, erro
 	}
 	if (asked.CPUs != 0 && asked.CPUs != src.cpus) || (asked.MemoryMiB != 0 && asked.MemoryMiB != src.memoryMiB) {
 		return source{}, invalidf("snapshot %q runs with %d cpus and %d MiB: spawn it without cpus and memory_mib", o.SnapshotTag, src.cpus, src.memoryMiB)
+	}
+	if (asked.DiskMiB != 0 && asked.DiskMiB != src.limits.DiskMiB) || (asked.Pids != 0 && asked.Pids != src.limits.Pids) {
+		return source{}, invalidf("snapshot %q runs with disk_mib %d and pids %d: spawn it without them", o.SnapshotTag, src.limits.DiskMiB, src.limits.Pids)
 	}
 	return src, nil
 }
@@ -221,20 +238,27 @@ type source struct {
 	// launch starts the sandbox described by spec.
 	launch func(ctx context.Context, spec runtime.Spec) error
 	files  runtime.ImageFiles
-	// cpus and memoryMiB are what the sandboxes run with.
+	// cpus, memoryMiB and limits are what the sandboxes run with.
 	cpus, memoryMiB int
-	// pooled returns a ready sandbox from a warm pool, or nil.
+	limits          store.Limits
+	// snap is the snapshot restored from, whose warm pool may hold ready
+	// sandboxes; nil for an image.
+	snap *snap
+	// pooled returns one of the ready sandboxes a create claimed from the
+	// warm pool, or nil.
 	pooled func() *box
 }
 
-// imageSource boots sandboxes cold from the image name names or identifies.
-func (s *Service) imageSource(name string, cpus, memoryMiB int) (source, error) {
-	imageID, files, err := s.cfg.Images.Resolve(name)
+// imageSource boots sandboxes cold from the image o names or identifies,
+// with o's cpus, memory and limits (o has its defaults).
+func (s *Service) imageSource(o CreateOptions) (source, error) {
+	imageID, files, err := s.cfg.Images.Resolve(o.Image)
 	if err != nil {
-		return source{}, fmt.Errorf("image %q: %w (build it with `cove image build`)", name, ErrNotFound)
+		return source{}, fmt.Errorf("image %q: %w (build it with `cove image build`)", o.Image, ErrNotFound)
 	}
-	return source{imageID: imageID, files: files, cpus: cpus, memoryMiB: memoryMiB,
-		launch: s.cfg.Runtime.Start, pooled: func() *box { return nil }}, nil
+	limits := store.Limits{DiskMiB: o.DiskMiB, Pids: o.Pids, OpenFiles: s.cfg.Limits.OpenFiles}
+	return source{imageID: imageID, files: files, cpus: o.CPUs, memoryMiB: o.MemoryMiB, limits: limits,
+		launch: s.cfg.Runtime.Start}, nil
 }
 
 // snapshotSource restores sandboxes from sn, with its cpus and memory,
@@ -250,24 +274,34 @@ func (s *Service) snapshotSource(sn *snap) (source, error) {
 	dir := s.snapshotDir(sn.rec.Tag)
 	return source{
 		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, files: sn.files,
-		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB,
+		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB, limits: sn.rec.Limits,
 		launch: func(ctx context.Context, spec runtime.Spec) error {
 			return s.cfg.Runtime.Restore(ctx, spec, dir)
 		},
-		pooled: func() *box { return s.takePooled(sn) },
+		snap: sn,
 	}, nil
 }
 
-// takePooled takes a ready sandbox from sn's warm pool, or returns nil.
-func (s *Service) takePooled(sn *snap) *box {
-	// Taking from the pool, or finding it empty, is when it may need
-	// refilling.
-	defer s.kickPool()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for len(sn.pool) > 0 {
-		b := sn.pool[len(sn.pool)-1]
-		sn.pool = sn.pool[:len(sn.pool)-1]
+// fromPool hands out ready, one sandbox a call, then nil.
+func fromPool(ready []*box) func() *box {
+	var mu sync.Mutex
+	return func() *box {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(ready) == 0 {
+			return nil
+		}
+		b := ready[0]
+		ready = ready[1:]
+		return b
+	}
+}
+
+// claimPooledLocked takes up to n ready sandboxes from sn's warm pool.
+// Those that died while they waited are destroyed instead.
+func (s *Service) claimPooledLocked(sn *snap, n int) []*box {
+	live := sn.pool[:0]
+	for _, b := range sn.pool {
 		b.mu.Lock()
 		exited := b.exit != nil
 		b.mu.Unlock()
@@ -276,12 +310,16 @@ func (s *Service) takePooled(sn *snap) *box {
 			exited = true
 		default:
 		}
-		if !exited {
-			return b
+		if exited {
+			go s.destroy(context.Background(), b)
+			continue
 		}
-		go s.destroy(context.Background(), b) // died while waiting
+		live = append(live, b)
 	}
-	return nil
+	k := min(n, len(live))
+	ready := append([]*box(nil), live[len(live)-k:]...)
+	sn.pool = live[:len(live)-k]
+	return ready
 }
 
 // handOut gives a pooled sandbox its own token and lifetime; its call's
@@ -298,20 +336,57 @@ func (s *Service) handOut(b *box, tokenHash string, ttl time.Duration) {
 	s.stats.PoolHits.Add(1)
 }
 
-func (s *Service) reserve(n int) error {
+// reserve holds slots and memory for n sandboxes from src while they
+// start, all of them or none, and claims up to n ready sandboxes from
+// src's warm pool: their memory is held already.
+func (s *Service) reserve(n int, src source) (ready []*box, err error) {
+	// Taking from a pool, or finding it empty, is when it may need
+	// refilling.
+	defer s.kickPool()
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if max := s.cfg.Limits.MaxSandboxes; len(s.boxes)+s.reserved+n > max {
-		return fmt.Errorf("%w: %d sandboxes exist or are starting and the limit is %d: kill some first", ErrLimit, len(s.boxes)+s.reserved, max)
+		return nil, fmt.Errorf("%w: %d sandboxes exist or are starting and the limit is %d: kill some first", ErrLimit, len(s.boxes)+s.reserved, max)
 	}
+	pooled := 0
+	if src.snap != nil {
+		pooled = min(n, len(src.snap.pool))
+	}
+	if budget, used := s.cfg.Limits.MemoryBudgetMiB, s.memoryInUseLocked(); budget > 0 && used+(n-pooled)*src.memoryMiB > budget {
+		return nil, fmt.Errorf("%w: the memory budget of %d MiB would be exceeded: sandboxes, warm pools and creates in progress hold %d MiB, and %d more of %d MiB do not fit; kill some or ask for less memory",
+			ErrUnavailable, budget, used, n-pooled, src.memoryMiB)
+	}
+	if src.snap != nil {
+		ready = s.claimPooledLocked(src.snap, n)
+	}
+	// The claimed sandboxes' memory moves from their pool to the
+	// reservation.
 	s.reserved += n
-	return nil
+	s.reservedMiB += n * src.memoryMiB
+	return ready, nil
 }
 
-func (s *Service) release(n int) {
+func (s *Service) release(n, memoryMiB int) {
 	s.mu.Lock()
 	s.reserved -= n
+	s.reservedMiB -= n * memoryMiB
 	s.mu.Unlock()
+	s.kickPool() // a pool may have waited for the memory
+}
+
+// memoryInUseLocked is the memory, as configured limits, that counts
+// against the budget: every live sandbox, every pooled one and pool
+// restore in flight, and what creates in progress (snapshot builders
+// included) hold.
+func (s *Service) memoryInUseLocked() int {
+	n := s.reservedMiB
+	for _, b := range s.boxes {
+		n += b.rec.MemoryMiB // set at creation, never changed
+	}
+	for _, sn := range s.snapshots {
+		n += (len(sn.pool) + sn.filling) * sn.rec.MemoryMiB
+	}
+	return n
 }
 
 // createOne starts a sandbox from src for a call that makes live ones; it
@@ -337,7 +412,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	rec := store.Sandbox{
 		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
 		SnapshotTag: src.snapshotTag, CPUs: src.cpus, MemoryMiB: src.memoryMiB, TokenHash: tokenHash,
-		CreatedAt: now, ExpiresAt: now.Add(ttl),
+		CreatedAt: now, ExpiresAt: now.Add(ttl), Limits: src.limits,
 	}
 	// The record comes first so that a daemon killed mid-start finds it and
 	// cleans up after itself.
@@ -376,7 +451,8 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 // specFor is what the runtime is asked to start, or restore, for sandbox
 // id from src. golden marks the sandbox a snapshot is built in.
 func specFor(id string, src source, golden bool) runtime.Spec {
-	return runtime.Spec{ID: id, ImageFiles: src.files, CPUs: src.cpus, MemoryMiB: src.memoryMiB, Hostname: id, Golden: golden}
+	return runtime.Spec{ID: id, ImageFiles: src.files, CPUs: src.cpus, MemoryMiB: src.memoryMiB, Hostname: id, Golden: golden,
+		DiskMiB: src.limits.DiskMiB, Pids: src.limits.Pids, OpenFiles: src.limits.OpenFiles}
 }
 
 // firstCall is a new sandbox's first call to its agent; it doubles as the

@@ -29,6 +29,7 @@ type Snapshot struct {
 	// Pending marks a snapshot written by a call that has not answered yet
 	// (a branch whose children are starting); a restart drops it.
 	Pending bool
+	Limits  // disk, processes, open files
 }
 
 const snapshotSchema = `
@@ -62,10 +63,11 @@ var snapshotMigrations = []string{
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
 		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at,
-		runtime_version, token_hash, pending)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		runtime_version, token_hash, pending, disk_mib, pids, open_files)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
-		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending)
+		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending,
+		sn.DiskMiB, sn.Pids, sn.OpenFiles)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -83,7 +85,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 // Snapshots returns every snapshot record, oldest first.
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
-		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending
+		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending, disk_mib, pids, open_files
 		FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
@@ -95,7 +97,7 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
 			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
-			&sn.TokenHash, &sn.Pending); err != nil {
+			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"slices"
 	"strings"
 	"time"
 
@@ -37,6 +38,7 @@ type Sandbox struct {
 	TokenHash   string // hex sha256 of the sandbox token
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
+	Limits      // disk, processes, open files
 }
 
 const schema = `
@@ -54,6 +56,26 @@ CREATE TABLE IF NOT EXISTS sandboxes (
 );
 `
 
+// Limits are a sandbox's bounds beyond its CPUs and memory. A snapshot
+// records its sandbox's: they are part of what a checkpoint restores.
+// Zero is no bound, as for records made before they existed.
+type Limits struct {
+	DiskMiB   int // disk space it may write
+	Pids      int // processes and threads
+	OpenFiles int // open files per process
+}
+
+// limitsMigrations add the limits' columns to a database made before
+// them; each fails harmlessly ("duplicate column") once applied.
+var limitsMigrations = []string{
+	`ALTER TABLE sandboxes ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE sandboxes ADD COLUMN pids INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE sandboxes ADD COLUMN open_files INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE snapshots ADD COLUMN disk_mib INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE snapshots ADD COLUMN pids INTEGER NOT NULL DEFAULT 0`,
+	`ALTER TABLE snapshots ADD COLUMN open_files INTEGER NOT NULL DEFAULT 0`,
+}
+
 // Open opens (creating if needed) the database at path.
 func Open(ctx context.Context, path string) (*Store, error) {
 	dsn := "file:" + path + "?_pragma=journal_mode(WAL)&_pragma=busy_timeout(5000)&_pragma=synchronous(NORMAL)&_pragma=foreign_keys(ON)"
@@ -68,7 +90,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
-	for _, m := range append(snapshotMigrations, sandboxMigrations...) {
+	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)
@@ -131,10 +153,11 @@ type execer interface {
 
 func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
 	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes
-		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at,
+		 disk_mib, pids, open_files)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
-		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli())
+		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles)
 	if err != nil {
 		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
 	}
@@ -173,7 +196,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Sandboxes returns every sandbox record, oldest first.
 func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, status, backend, image, snapshot_tag, cpus, memory_mib,
-		token_hash, created_at, expires_at FROM sandboxes ORDER BY created_at, id`)
+		token_hash, created_at, expires_at, disk_mib, pids, open_files FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sandboxes: %w", err)
 	}
@@ -183,7 +206,7 @@ func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 		var sb Sandbox
 		var created, expires int64
 		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
-			&sb.MemoryMiB, &sb.TokenHash, &created, &expires); err != nil {
+			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles); err != nil {
 			return nil, fmt.Errorf("store: scan sandbox: %w", err)
 		}
 		sb.CreatedAt = time.UnixMilli(created)

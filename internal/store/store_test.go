@@ -18,7 +18,8 @@ func TestSandboxRoundTrip(t *testing.T) {
 	}
 	now := time.UnixMilli(time.Now().UnixMilli())
 	want := Sandbox{ID: "sb-1", Status: "running", Backend: "gvisor", Image: "default-abc", CPUs: 1,
-		MemoryMiB: 512, TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
+		MemoryMiB: 512, Limits: Limits{DiskMiB: 2048, Pids: 1024, OpenFiles: 4096}, TokenHash: "h",
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
 	if err := s.PutSandbox(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -61,7 +62,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 	defer s.Close()
 	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
-		CPUs: 1, MemoryMiB: 512, PoolSize: 2, SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
+		CPUs: 1, MemoryMiB: 512, Limits: Limits{DiskMiB: 512, Pids: 256, OpenFiles: 1024}, PoolSize: 2,
+		SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
 		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true}
 	if err := s.PutSnapshot(ctx, want); err != nil {
 		t.Fatal(err)
@@ -81,18 +83,26 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// A database from before runtime_version, token_hash and pending existed
-// opens and gains them.
-func TestMigrateSnapshots(t *testing.T) {
+// A database from before runtime_version, token_hash, pending, the deaths
+// and the limits existed opens and gains them; its old rows read as zero
+// limits.
+func TestMigrate(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cove.db")
 	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, col := range []string{"runtime_version", "token_hash", "pending"} {
-		if _, err := s.db.ExecContext(ctx, `ALTER TABLE snapshots DROP COLUMN `+col); err != nil {
-			t.Fatal(err)
+	for _, q := range []string{
+		`ALTER TABLE snapshots DROP COLUMN runtime_version`,
+		`ALTER TABLE snapshots DROP COLUMN token_hash`, `ALTER TABLE snapshots DROP COLUMN pending`,
+		`ALTER TABLE snapshots DROP COLUMN disk_mib`, `ALTER TABLE snapshots DROP COLUMN pids`, `ALTER TABLE snapshots DROP COLUMN open_files`,
+		`ALTER TABLE sandboxes DROP COLUMN disk_mib`, `ALTER TABLE sandboxes DROP COLUMN pids`, `ALTER TABLE sandboxes DROP COLUMN open_files`,
+		`INSERT INTO sandboxes (id, status, backend, image, cpus, memory_mib, token_hash, created_at, expires_at)
+			VALUES ('old', 'running', 'gvisor', 'img', 1, 512, 'h', 0, 0)`,
+	} {
+		if _, err := s.db.ExecContext(ctx, q); err != nil {
+			t.Fatalf("%s: %v", q, err)
 		}
 	}
 	s.Close()
@@ -101,12 +111,16 @@ func TestMigrateSnapshots(t *testing.T) {
 		t.Fatalf("reopen an old database: %v", err)
 	}
 	defer s.Close()
-	if err := s.PutSnapshot(ctx, Snapshot{Tag: "t", RuntimeVersion: "v", TokenHash: "h"}); err != nil {
+	if err := s.PutSnapshot(ctx, Snapshot{Tag: "t", RuntimeVersion: "v", TokenHash: "h", Limits: Limits{Pids: 7}}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Snapshots(ctx)
-	if err != nil || len(got) != 1 || got[0].RuntimeVersion != "v" || got[0].TokenHash != "h" {
+	if err != nil || len(got) != 1 || got[0].RuntimeVersion != "v" || got[0].TokenHash != "h" || got[0].Pids != 7 {
 		t.Fatalf("Snapshots = %+v, %v", got, err)
+	}
+	sbs, err := s.Sandboxes(ctx)
+	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) {
+		t.Fatalf("Sandboxes = %+v, %v", sbs, err)
 	}
 }
 

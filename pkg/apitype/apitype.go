@@ -63,6 +63,8 @@ type CreateSandboxRequest struct {
 	TTLSecs     int64  `json:"ttl_secs,omitempty"`     // 0: the configured default
 	CPUs        int    `json:"cpus,omitempty"`         // 0: the configured default
 	MemoryMiB   int    `json:"memory_mib,omitempty"`   // 0: the configured default
+	DiskMiB     int    `json:"disk_mib,omitempty"`     // disk space it may write; 0: the configured default
+	Pids        int    `json:"pids,omitempty"`         // most processes and threads; 0: the configured default
 	// Prewarm is forkd's flag, accepted for compatibility: every spawn
 	// refills the snapshot's warm pool in the background anyway.
 	Prewarm bool `json:"prewarm,omitempty"`
@@ -86,6 +88,8 @@ type SandboxInfo struct {
 	SnapshotTag   string `json:"snapshot_tag,omitempty"`
 	CPUs          int    `json:"cpus"`
 	MemoryMiB     int    `json:"memory_mib"`
+	DiskMiB       int    `json:"disk_mib"`
+	Pids          int    `json:"pids"`
 	CreatedAtUnix int64  `json:"created_at_unix"`
 	ExpiresAtUnix int64  `json:"expires_at_unix"`
 	Token         string `json:"token,omitempty"`
@@ -208,6 +212,15 @@ type Limits struct {
 	MaxMemoryMiB     int   `json:"max_memory_mib"`
 	MaxSandboxes     int   `json:"max_sandboxes"`
 	MaxN             int   `json:"max_n"`
+	DefaultDiskMiB   int   `json:"default_disk_mib"`
+	MaxDiskMiB       int   `json:"max_disk_mib"`
+	DefaultPids      int   `json:"default_pids"`
+	MaxPids          int   `json:"max_pids"`
+	// OpenFiles is how many files each process in a sandbox may have open.
+	OpenFiles int `json:"open_files"`
+	// MemoryBudgetMiB bounds the memory limits of all sandboxes together,
+	// warm pools included: a create past it is refused.
+	MemoryBudgetMiB int `json:"memory_budget_mib"`
 }
 
 // VersionResponse answers GET /version.
@@ -225,6 +238,8 @@ type CreateSnapshotRequest struct {
 	Warm      string `json:"warm,omitempty"`       // shell command; empty: import common Python modules
 	CPUs      int    `json:"cpus,omitempty"`       // 0: the configured default
 	MemoryMiB int    `json:"memory_mib,omitempty"` // 0: the configured default
+	DiskMiB   int    `json:"disk_mib,omitempty"`   // 0: the configured default
+	Pids      int    `json:"pids,omitempty"`       // 0: the configured default
 	PoolSize  *int   `json:"pool_size,omitempty"`  // ready sandboxes kept restored; nil: the daemon's default
 }
 
@@ -239,6 +254,8 @@ type SnapshotInfo struct {
 	Image         string `json:"image"`
 	CPUs          int    `json:"cpus"`
 	MemoryMiB     int    `json:"memory_mib"`
+	DiskMiB       int    `json:"disk_mib"`
+	Pids          int    `json:"pids"`
 	SizeBytes     int64  `json:"size_bytes"` // on disk
 	PoolSize      int    `json:"pool_size"`
 	PoolReady     int    `json:"pool_ready"`

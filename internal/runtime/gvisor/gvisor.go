@@ -146,7 +146,7 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...strin
 
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	args := append(r.globalFlags(spec.ID), "--overlay2=root:dir="+overlay)
+	args := append(r.globalFlags(spec.ID), limitFlags(spec, overlay)...)
 	args = append(append(args, subcmd...), "--bundle", bundle, spec.ID)
 	cmd := exec.CommandContext(ctx, r.runsc, args...)
 	// The sandbox inherits these as the agent's stdout and stderr and

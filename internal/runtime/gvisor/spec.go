@@ -31,7 +31,7 @@ func ociSpec(s runtime.Spec) *specs.Spec {
 		"HOME=/root",
 		"COVE_SANDBOX_ID=" + s.ID,
 	}, s.Env...)
-	return &specs.Spec{
+	sp := &specs.Spec{
 		Version:  specs.Version,
 		Hostname: s.Hostname,
 		Root:     &specs.Root{Path: s.Rootfs, Readonly: false}, // --overlay2 needs it writable; writes land in the overlay
@@ -43,7 +43,6 @@ func ociSpec(s runtime.Spec) *specs.Spec {
 			Capabilities: &specs.LinuxCapabilities{
 				Bounding: caps, Effective: caps, Permitted: caps,
 			},
-			Rlimits: []specs.POSIXRlimit{{Type: "RLIMIT_NOFILE", Hard: 1048576, Soft: 1048576}},
 		},
 		Mounts: []specs.Mount{
 			{Destination: "/proc", Type: "proc", Source: "proc"},
@@ -67,4 +66,6 @@ func ociSpec(s runtime.Spec) *specs.Spec {
 			},
 		},
 	}
+	applyLimits(sp, s)
+	return sp
 }

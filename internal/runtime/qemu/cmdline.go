@@ -30,9 +30,12 @@ type vmConfig struct {
 	Accel     string // "tcg" or "kvm"
 	Hostname  string
 	ID        string
-	Incoming  bool // -incoming defer: wait for migrate-incoming
-	Sandbox   bool // -sandbox on,...
-	TapFD     int  // if > 0, the tap's queue QEMU inherits; else QEMU opens tap0
+	// The agent's bounds inside the guest (cove.pids=, cove.nofile=); zero
+	// is none. A restored guest keeps its snapshot's.
+	Pids, OpenFiles int
+	Incoming        bool // -incoming defer: wait for migrate-incoming
+	Sandbox         bool // -sandbox on,...
+	TapFD           int  // if > 0, the tap's queue QEMU inherits; else QEMU opens tap0
 }
 
 func onOff(b bool) string {
@@ -74,7 +77,7 @@ func (c vmConfig) args() []string {
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", c.Kernel,
 		"-initrd", c.Initrd,
-		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 psi=0 %scove.hostname=%s cove.id=%s", tscArgs(c.Accel), c.Hostname, c.ID),
+		"-append", fmt.Sprintf("console=ttyS0 "+kernelVerbosity+" panic=-1 ipv6.disable=1 psi=0 %scove.hostname=%s cove.id=%s%s", tscArgs(c.Accel), c.Hostname, c.ID, c.limitArgs()),
 		"-chardev", "file,id=con,path=" + c.Dir.consoleLog(),
 		"-serial", "chardev:con",
 		"-netdev", c.netdev(),
@@ -98,6 +101,18 @@ func (c vmConfig) args() []string {
 		a = append(a, "-incoming", "defer")
 	}
 	return a
+}
+
+// limitArgs are the kernel command line's words for the agent's bounds.
+func (c vmConfig) limitArgs() string {
+	var s string
+	if c.Pids > 0 {
+		s += " cove.pids=" + strconv.Itoa(c.Pids)
+	}
+	if c.OpenFiles > 0 {
+		s += " cove.nofile=" + strconv.Itoa(c.OpenFiles)
+	}
+	return s
 }
 
 // Every disk node's cache options, on the command line (diskOpts) and for

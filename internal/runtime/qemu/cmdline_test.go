@@ -9,12 +9,12 @@ func TestArgs(t *testing.T) {
 	c := vmConfig{Dir: vmDir{path: "/s/vm1"}, Kernel: "/i/vmlinux", Initrd: "/i/initrd", Base: "/i/rootfs.ext4",
 		Layers:  []string{"/s/vm1/disk-0.qcow2", "/s/vm1/disk-3.qcow2"},
 		MemPath: "/snap/mem", MemShared: false, MemoryMiB: 256, CPUs: 2, Accel: "tcg", Hostname: "h", ID: "vm1",
-		Incoming: true, Sandbox: true}
+		Pids: 1024, OpenFiles: 4096, Incoming: true, Sandbox: true}
 	a := strings.Join(c.args(), " ")
 	for _, want := range []string{
 		"-M microvm,isa-serial=on,rtc=on,pic=off,memory-backend=mem",
 		"-accel tcg,tb-size=256 -cpu max -m 256 -smp 2",
-		"cove.hostname=h cove.id=vm1",
+		"cove.hostname=h cove.id=vm1 cove.pids=1024 cove.nofile=4096",
 		"memory-backend-file,id=mem,size=256M,mem-path=/snap/mem,share=off",
 		"-netdev tap,id=net0,ifname=tap0,script=no,downscript=no",
 		"virtio-net-device,netdev=net0,mac=02:c0:7e:00:00:02",

@@ -151,13 +151,16 @@ func (l *launch) makeDir(ctx context.Context) error {
 
 // newDisk makes a cold VM's one layer, an overlay of the image's disk.
 // That disk is versioned and never changes in place: the only backing file
-// named by an absolute path.
+// named by an absolute path. The overlay is larger than the image by the
+// sandbox's disk size (diskSize): the guest's agent grows the root
+// filesystem to fill it, so that is the space the guest can write, and
+// the overlay's file can grow no larger than the disk it stands for.
 func (l *launch) newDisk(ctx context.Context) error {
-	fi, err := os.Stat(l.spec.Disk)
+	size, err := diskSize(l.spec.Disk, l.spec.DiskMiB)
 	if err != nil {
 		return fmt.Errorf("qemu: %w", err)
 	}
-	l.st.DiskSize = fi.Size()
+	l.st.DiskSize = size
 	l.st.Layers = []string{layerName(0)}
 	return l.r.qemuImgCreate(ctx, l.dir.layer(l.st.Layers[0]), l.spec.Disk, "raw", l.st.DiskSize)
 }
@@ -226,6 +229,7 @@ func (l *launch) startQEMU(ctx context.Context) error {
 		Dir: l.dir, Kernel: l.spec.Kernel, Initrd: l.spec.Initrd, Base: l.spec.Disk, Layers: l.dir.layers(l.st.Layers),
 		MemPath: l.st.MemPath, MemShared: l.st.MemShared, MemoryMiB: l.st.MemoryMiB, CPUs: l.st.CPUs,
 		Accel: l.r.cfg.Accel, Hostname: l.spec.Hostname, ID: l.spec.ID, Incoming: l.snap != "", Sandbox: !l.r.cfg.NoSandbox,
+		Pids: l.spec.Pids, OpenFiles: l.spec.OpenFiles,
 	}
 	if cfg.Hostname == "" {
 		cfg.Hostname = l.spec.ID
