@@ -36,11 +36,7 @@ does spawning from the new snapshot later, and cove remembers it for that.`,
 			}
 			id := args[0]
 			req.TTLSecs = int64(ttl / time.Second)
-			cl, daemon, err := cfg.client()
-			if err != nil {
-				return err
-			}
-			tok, err := sandboxTokenFor(sandboxToken, daemon, id)
+			cl, daemon, tok, err := cfg.sandboxClient(sandboxToken, id)
 			if err != nil {
 				return err
 			}

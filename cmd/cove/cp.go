@@ -119,11 +119,7 @@ for standard input or output. A DST that is a directory keeps the name.`,
 			if asJSON && !a.upload && a.local == "-" {
 				return usageErrorf("--json can't share stdout with the file; write the file somewhere else")
 			}
-			cl, daemon, err := cfg.client()
-			if err != nil {
-				return err
-			}
-			tok, err := sandboxTokenFor(sandboxToken, daemon, a.id)
+			cl, daemon, tok, err := cfg.sandboxClient(sandboxToken, a.id)
 			if err != nil {
 				return err
 			}

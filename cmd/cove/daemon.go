@@ -109,6 +109,18 @@ func (c *clientConfig) client(opts ...client.Option) (*client.Client, string, er
 // hintSep starts the hint an error carries.
 const hintSep = "\n  hint: "
 
+// sandboxClient is client for a call to sandbox id, with the sandbox
+// token it presents (see sandboxTokenFor).
+func (c *clientConfig) sandboxClient(flagToken, id string) (cl *client.Client, daemon, token string, err error) {
+	if cl, daemon, err = c.client(); err != nil {
+		return nil, "", "", err
+	}
+	if token, err = sandboxTokenFor(flagToken, daemon, id); err != nil {
+		return nil, "", "", err
+	}
+	return cl, daemon, token, nil
+}
+
 // explain adds what to do next to errors that have a usual cause, unless
 // a verb's own hint came first.
 func explain(err error, daemonURL string) error {

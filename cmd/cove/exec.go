@@ -62,11 +62,7 @@ command's, as is all after "--".`,
 				}
 			}
 
-			cl, daemon, err := cfg.client()
-			if err != nil {
-				return err
-			}
-			tok, err := sandboxTokenFor(sandboxToken, daemon, id)
+			cl, daemon, tok, err := cfg.sandboxClient(sandboxToken, id)
 			if err != nil {
 				return err
 			}

@@ -99,11 +99,7 @@ func newSnapshotSaveCmd(cfg *clientConfig) *cobra.Command {
 		ValidArgsFunction: completeFirst(cfg.sandboxIDs),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			id, tag := args[0], args[1]
-			cl, daemon, err := cfg.client()
-			if err != nil {
-				return err
-			}
-			tok, err := sandboxTokenFor(sandboxToken, daemon, id)
+			cl, daemon, tok, err := cfg.sandboxClient(sandboxToken, id)
 			if err != nil {
 				return err
 			}
