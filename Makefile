@@ -52,7 +52,8 @@ unit: image-vm
 	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
 
 e2e: image
-	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
+	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e.log; exit $$rc
 
 # cove's MCP server against independent clients: the MCP inspector over
 # stdio and the MCP conformance suite against /mcp (scripts/mcp-check.sh).
@@ -61,7 +62,8 @@ mcp-check: image
 
 # The same end-to-end suite against QEMU microVMs under TCG.
 e2e-qemu: image-vm
-	COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; exit $${PIPESTATUS[0]}
+	COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
+	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e-qemu.log; exit $$rc
 
 test: vet unit e2e e2e-qemu mcp-check
 

@@ -74,6 +74,11 @@ func run(m *testing.M) int {
 	}
 	suite.shared = d
 	code := m.Run()
+	if code != 0 {
+		// What the daemon warned of is often the cause; CI shows only
+		// the end of the output.
+		fmt.Fprintf(os.Stderr, "e2e: the shared daemon's warnings and errors:\n%s", d.warnings(60))
+	}
 	if err := d.stop(); err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: stop daemon: %v\n", err)
 		code = 1
@@ -246,6 +251,19 @@ func (d *daemon) logTail() string {
 		b = b[len(b)-4000:]
 	}
 	return string(b)
+}
+
+// warnings returns the last n WARN and ERROR lines of the daemon's log.
+func (d *daemon) warnings(n int) string {
+	b, _ := os.ReadFile(filepath.Join(d.dir, "daemon.log"))
+	var lines []string
+	for _, l := range strings.Split(string(b), "\n") {
+		if strings.Contains(l, "level=WARN") || strings.Contains(l, "level=ERROR") {
+			lines = append(lines, l)
+		}
+	}
+	lines = lines[max(0, len(lines)-n):]
+	return strings.Join(lines, "\n") + "\n"
 }
 
 // stop deletes every sandbox and stops the daemon gracefully.

@@ -50,6 +50,9 @@ var _ runtime.Runtime = (*Runtime)(nil)
 // the daemon.
 const callTimeout = 30 * time.Second
 
+// errWedged is a runsc launch that did not finish within callTimeout.
+var errWedged = errors.New("runsc did not finish in time")
+
 // New checks that runsc is usable and prepares the state directories.
 func New(cfg Config) (*Runtime, error) {
 	runsc := cfg.Runsc
@@ -95,8 +98,15 @@ func (r *Runtime) Start(ctx context.Context, spec runtime.Spec) error {
 
 // Restore implements runtime.Runtime: a new sandbox, with its own
 // namespaces and overlay, from a checkpoint made by Checkpoint.
+// A restore that wedges (seen once in CI, on a loaded machine, with
+// nothing in runsc's log) is cleaned up and tried once more.
 func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) error {
-	return r.launch(ctx, spec, "restore", "--detach", "--image-path", image)
+	err := r.launch(ctx, spec, "restore", "--detach", "--image-path", image)
+	if errors.Is(err, errWedged) && ctx.Err() == nil {
+		r.log.Warn("runsc restore wedged; trying once more", "id", spec.ID, "err", err)
+		err = r.launch(ctx, spec, "restore", "--detach", "--image-path", image)
+	}
+	return err
 }
 
 // launch prepares a sandbox's directory, namespaces and bundle, then runs
@@ -154,6 +164,9 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...strin
 	cmd.Stdout, cmd.Stderr = console, console
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
 	if err := cmd.Run(); err != nil {
+		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (%v)", errWedged, err)
+		}
 		return fmt.Errorf("gvisor: runsc %s: %w: %s", subcmd[0], err, r.tail(spec.ID))
 	}
 	return nil
