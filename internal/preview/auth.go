@@ -46,14 +46,18 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, id string, por
 	stripCredentials(r)
 
 	switch {
+	case public:
+		return true
 	case inURL:
 		setCookie(w, r, name, token)
 		if r.Method == http.MethodGet || r.Method == http.MethodHead {
-			http.Redirect(w, r, redirectTarget(r), http.StatusFound)
+			// Not http.Redirect, which would clean the path the app is given.
+			w.Header().Set("Location", redirectTarget(r))
+			w.WriteHeader(http.StatusFound)
 			return false
 		}
 		return true
-	case public, tokenEqual(header, token), tokenEqual(cookie, token):
+	case tokenEqual(header, token), tokenEqual(cookie, token):
 		return true
 	}
 	msg := fmt.Sprintf("Port %d of sandbox %s needs its token: the %s header, or ?%s= in the URL.",
