@@ -97,7 +97,7 @@ func normalizeDomain(d string) string {
 // Match reports whether r is a preview request: Host "PORT-ID.<domain>[:p]" or headers
 // E2b-Sandbox-Id + E2b-Sandbox-Port.
 func (p *Proxy) Match(r *http.Request) (id string, port int, ok bool) {
-	if id, port, ok := p.matchHost(r.Host); ok {
+	if id, port, ok := parseHost(r.Host, p.domain); ok {
 		return id, port, true
 	}
 	hid, hport := r.Header.Get(HeaderSandboxID), r.Header.Get(HeaderSandboxPort)
@@ -112,13 +112,14 @@ func (p *Proxy) Match(r *http.Request) (id string, port int, ok bool) {
 	return id, port, true
 }
 
-// matchHost parses "PORT-ID.<domain>", with an optional :port, in any case.
-func (p *Proxy) matchHost(host string) (id string, port int, ok bool) {
+// parseHost parses "PORT-ID.<domain>", with an optional :port, in any
+// case; domain is normalized.
+func parseHost(host, domain string) (id string, port int, ok bool) {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h
 	}
 	host = strings.TrimSuffix(strings.ToLower(host), ".")
-	label, ok := strings.CutSuffix(host, "."+p.domain)
+	label, ok := strings.CutSuffix(host, "."+domain)
 	if !ok || strings.Contains(label, ".") {
 		return "", 0, false
 	}

@@ -46,8 +46,10 @@ type CA struct {
 	key     crypto.Signer
 	pemPath string
 
-	mu     sync.Mutex
-	leaves map[string]*tls.Certificate // by domain
+	mu      sync.Mutex
+	leafKey *ecdsa.PrivateKey           // of every certificate issued
+	leaves  map[string]*tls.Certificate // by domain
+	hosts   map[string]*tls.Certificate // by host, for GetCertificate
 }
 
 const (
@@ -75,12 +77,11 @@ func LoadOrCreateCA(dir string) (*CA, error) {
 	keyPEM, keyErr := os.ReadFile(keyPath)
 	switch {
 	case certErr == nil && keyErr == nil:
-		ca, err := parseCA(certPEM, keyPEM)
+		cert, key, err := parseCA(certPEM, keyPEM)
 		if err != nil {
 			return nil, fmt.Errorf("preview CA in %s: %w", dir, err)
 		}
-		ca.pemPath = certPath
-		return ca, nil
+		return newCA(cert, key, certPath), nil
 	case certErr == nil && errors.Is(keyErr, fs.ErrNotExist):
 		return nil, fmt.Errorf("preview CA: %s has no key %s beside it; remove it to make a new CA (clients must then trust the new one)",
 			certPath, keyPath)
@@ -131,35 +132,40 @@ func createCA(dir, certPath, keyPath string) (*CA, error) {
 	if err != nil {
 		return nil, fmt.Errorf("preview CA: %w", err)
 	}
-	return &CA{cert: cert, key: key, pemPath: certPath, leaves: map[string]*tls.Certificate{}}, nil
+	return newCA(cert, key, certPath), nil
 }
 
 // parseCA checks that the files hold a CA certificate and its own key.
-func parseCA(certPEM, keyPEM []byte) (*CA, error) {
+func parseCA(certPEM, keyPEM []byte) (*x509.Certificate, crypto.Signer, error) {
 	cb, _ := pem.Decode(certPEM)
 	if cb == nil || cb.Type != "CERTIFICATE" {
-		return nil, errors.New(caCertFile + ": no PEM certificate")
+		return nil, nil, errors.New(caCertFile + ": no PEM certificate")
 	}
 	cert, err := x509.ParseCertificate(cb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", caCertFile, err)
+		return nil, nil, fmt.Errorf("%s: %w", caCertFile, err)
 	}
 	if !cert.IsCA {
-		return nil, errors.New(caCertFile + ": not a CA certificate")
+		return nil, nil, errors.New(caCertFile + ": not a CA certificate")
 	}
 	kb, _ := pem.Decode(keyPEM)
 	if kb == nil || kb.Type != "PRIVATE KEY" {
-		return nil, errors.New(caKeyFile + ": no PEM private key")
+		return nil, nil, errors.New(caKeyFile + ": no PEM private key")
 	}
 	k, err := x509.ParsePKCS8PrivateKey(kb.Bytes)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", caKeyFile, err)
+		return nil, nil, fmt.Errorf("%s: %w", caKeyFile, err)
 	}
 	key, ok := k.(*ecdsa.PrivateKey)
 	if !ok || !key.PublicKey.Equal(cert.PublicKey) {
-		return nil, errors.New(caKeyFile + " is not the key of " + caCertFile)
+		return nil, nil, errors.New(caKeyFile + " is not the key of " + caCertFile)
 	}
-	return &CA{cert: cert, key: key, leaves: map[string]*tls.Certificate{}}, nil
+	return cert, key, nil
+}
+
+func newCA(cert *x509.Certificate, key crypto.Signer, pemPath string) *CA {
+	return &CA{cert: cert, key: key, pemPath: pemPath,
+		leaves: map[string]*tls.Certificate{}, hosts: map[string]*tls.Certificate{}}
 }
 
 // PEMPath is the CA's certificate, which clients are to trust.
@@ -169,30 +175,79 @@ func (ca *CA) PEMPath() string { return ca.pemPath }
 // by the CA, with its chain, for a TLS server's Certificates. It is made
 // once per domain and kept in memory, and made again as it nears its end.
 //
-// Go and curl accept "*.localhost" for 8000-ID.localhost when the CA is
-// trusted (the preview package's tests check Go's side).
+// Go accepts "*.localhost" for 8000-ID.localhost, but OpenSSL (so curl and
+// Python) and browsers take no wildcard right above a single-label name:
+// for such a domain serve GetCertificate, which names each host exactly.
 func (ca *CA) Certificate(domain string) (tls.Certificate, error) {
-	domain = normalizeDomain(domain)
-	if !validDomain(domain) {
-		return tls.Certificate{}, fmt.Errorf("preview certificate: invalid domain %q", domain)
-	}
-	ca.mu.Lock()
-	defer ca.mu.Unlock()
-	if c := ca.leaves[domain]; c != nil && time.Until(c.Leaf.NotAfter) > leafRenew {
-		return *c, nil
-	}
-	c, err := ca.issue(domain)
+	c, err := ca.domainCertificate(normalizeDomain(domain))
 	if err != nil {
-		return tls.Certificate{}, fmt.Errorf("preview certificate for %s: %w", domain, err)
+		return tls.Certificate{}, err
 	}
-	ca.leaves[domain] = c
 	return *c, nil
 }
 
-func (ca *CA) issue(domain string) (*tls.Certificate, error) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+func (ca *CA) domainCertificate(domain string) (*tls.Certificate, error) {
+	if !validDomain(domain) {
+		return nil, fmt.Errorf("preview certificate: invalid domain %q", domain)
+	}
+	c, err := ca.cached(ca.leaves, domain, []string{"*." + domain, domain})
+	if err != nil {
+		return nil, fmt.Errorf("preview certificate for %s: %w", domain, err)
+	}
+	return c, nil
+}
+
+// GetCertificate is for a TLS server's GetCertificate: Certificate(domain),
+// except that when domain is a single label (localhost) a preview host's
+// certificate names that host itself, since clients other than Go refuse
+// "*.localhost". Those are made as clients ask, and kept (a bounded number).
+func (ca *CA) GetCertificate(domain string) func(*tls.ClientHelloInfo) (*tls.Certificate, error) {
+	domain = normalizeDomain(domain)
+	return func(hello *tls.ClientHelloInfo) (*tls.Certificate, error) {
+		host := strings.TrimSuffix(strings.ToLower(hello.ServerName), ".")
+		if _, _, ok := parseHost(host, domain); ok && !strings.Contains(domain, ".") {
+			c, err := ca.cached(ca.hosts, host, []string{host, "*." + domain, domain})
+			if err != nil {
+				return nil, fmt.Errorf("preview certificate for %s: %w", host, err)
+			}
+			return c, nil
+		}
+		return ca.domainCertificate(domain)
+	}
+}
+
+// maxHostCerts bounds the certificates kept for single hosts: a client can
+// name any number of them, and one made again costs little.
+const maxHostCerts = 1024
+
+// cached returns cache[name], issuing it for names if it is missing or near
+// its end.
+func (ca *CA) cached(cache map[string]*tls.Certificate, name string, names []string) (*tls.Certificate, error) {
+	ca.mu.Lock()
+	defer ca.mu.Unlock()
+	if c := cache[name]; c != nil && time.Until(c.Leaf.NotAfter) > leafRenew {
+		return c, nil
+	}
+	c, err := ca.issue(names)
 	if err != nil {
 		return nil, err
+	}
+	if len(cache) >= maxHostCerts {
+		clear(cache)
+	}
+	cache[name] = c
+	return c, nil
+}
+
+// issue makes a server certificate for names, the first its subject. All
+// of them share one key, which never leaves memory.
+func (ca *CA) issue(names []string) (*tls.Certificate, error) {
+	if ca.leafKey == nil {
+		key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+		if err != nil {
+			return nil, err
+		}
+		ca.leafKey = key
 	}
 	now := time.Now()
 	notAfter := now.Add(leafLifetime)
@@ -200,14 +255,14 @@ func (ca *CA) issue(domain string) (*tls.Certificate, error) {
 		notAfter = ca.cert.NotAfter
 	}
 	tmpl := &x509.Certificate{
-		Subject:     pkix.Name{CommonName: "*." + domain, Organization: []string{"cove"}},
-		DNSNames:    []string{"*." + domain, domain},
+		Subject:     pkix.Name{CommonName: names[0], Organization: []string{"cove"}},
+		DNSNames:    names,
 		NotBefore:   now.Add(-backdate),
 		NotAfter:    notAfter,
 		KeyUsage:    x509.KeyUsageDigitalSignature,
 		ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth},
 	}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &key.PublicKey, ca.key)
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca.cert, &ca.leafKey.PublicKey, ca.key)
 	if err != nil {
 		return nil, err
 	}
@@ -215,7 +270,7 @@ func (ca *CA) issue(domain string) (*tls.Certificate, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: key, Leaf: leaf}, nil
+	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
 }
 
 // validDomain accepts a DNS name of letters, digits and hyphens.
