@@ -32,8 +32,8 @@ func CookieName(id string, port int) string {
 //
 // A token in the URL is traded for a cookie scoped to this host: a GET or
 // HEAD is redirected to the same URL without it (so it leaves the address
-// bar and the history), any other method is proxied with the cookie set on
-// its response.
+// bar and the history), any other request (a POST, a WebSocket) is proxied
+// with the cookie set on its response.
 func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, id string, port int, token string, public bool) bool {
 	name := CookieName(id, port)
 	header := r.Header.Get(TokenHeader)
@@ -50,7 +50,8 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, id string, por
 		return true
 	case inURL:
 		setCookie(w, r, name, token)
-		if r.Method == http.MethodGet || r.Method == http.MethodHead {
+		// A WebSocket follows no redirect, so an upgrade is served at once.
+		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Upgrade") == "" {
 			// Not http.Redirect, which would clean the path the app is given.
 			w.Header().Set("Location", redirectTarget(r))
 			w.WriteHeader(http.StatusFound)

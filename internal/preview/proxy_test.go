@@ -416,34 +416,40 @@ func TestProxyWebSocket(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	url := strings.Replace(h.url("sb-x", 8000, "/ws"), "http:", "ws:", 1)
-	c, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{
-		HTTPClient: h.client,
-		HTTPHeader: http.Header{TokenHeader: {testToken}},
-	})
-	if err != nil {
-		t.Fatalf("dial %s: %v (%v)", url, err, resp)
-	}
-	defer c.CloseNow()
-	c.SetReadLimit(1 << 20)
-	for _, msg := range []string{"hello", strings.Repeat("x", 100<<10)} {
-		if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
-			t.Fatal(err)
-		}
-		_, got, err := c.Read(ctx)
+	// The token in a header, or in the URL (a WebSocket follows no
+	// redirect, so that is served at once).
+	for _, tc := range []struct {
+		url    string
+		header http.Header
+	}{
+		{url, http.Header{TokenHeader: {testToken}}},
+		{url + "?token=" + testToken, nil},
+	} {
+		c, resp, err := websocket.Dial(ctx, tc.url, &websocket.DialOptions{HTTPClient: h.client, HTTPHeader: tc.header})
 		if err != nil {
-			t.Fatal(err)
+			t.Fatalf("dial %s: %v (%v)", tc.url, err, resp)
 		}
-		if string(got) != "echo:"+msg {
-			t.Fatalf("echo of %d bytes: got %d bytes", len(msg), len(got))
+		c.SetReadLimit(1 << 20)
+		for _, msg := range []string{"hello", strings.Repeat("x", 100<<10)} {
+			if err := c.Write(ctx, websocket.MessageText, []byte(msg)); err != nil {
+				t.Fatal(err)
+			}
+			_, got, err := c.Read(ctx)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != "echo:"+msg {
+				t.Fatalf("echo of %d bytes: got %d bytes", len(msg), len(got))
+			}
 		}
+		c.Close(websocket.StatusNormalClosure, "")
 	}
-	c.Close(websocket.StatusNormalClosure, "")
 	if h.up.sawText(testToken) {
 		t.Error("the token reached the upstream")
 	}
 
 	// Without the token the upgrade is refused.
-	_, resp, err = websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: h.client})
+	_, resp, err := websocket.Dial(ctx, url, &websocket.DialOptions{HTTPClient: h.client})
 	if err == nil || resp == nil || resp.StatusCode != http.StatusUnauthorized {
 		t.Fatalf("dial without token: %v, %v; want 401", resp, err)
 	}

@@ -187,7 +187,7 @@ func (ca *CA) Certificate(domain string) (tls.Certificate, error) {
 }
 
 func (ca *CA) domainCertificate(domain string) (*tls.Certificate, error) {
-	if !validDomain(domain) {
+	if !ValidDomain(domain) {
 		return nil, fmt.Errorf("preview certificate: invalid domain %q", domain)
 	}
 	c, err := ca.cached(ca.leaves, domain, []string{"*." + domain, domain})
@@ -273,8 +273,10 @@ func (ca *CA) issue(names []string) (*tls.Certificate, error) {
 	return &tls.Certificate{Certificate: [][]byte{der, ca.cert.Raw}, PrivateKey: ca.leafKey, Leaf: leaf}, nil
 }
 
-// validDomain accepts a DNS name of letters, digits and hyphens.
-func validDomain(d string) bool {
+// ValidDomain reports whether d will do as a preview domain: a DNS name of
+// lower-case letters, digits and hyphens, such as "localhost" or
+// "preview.example.org".
+func ValidDomain(d string) bool {
 	if d == "" || len(d) > 253 {
 		return false
 	}

@@ -294,3 +294,15 @@ func TestGetCertificate(t *testing.T) {
 		t.Errorf("%d host certificates kept", n)
 	}
 }
+
+func TestValidDomain(t *testing.T) {
+	for d, want := range map[string]bool{
+		"localhost": true, "preview.example.org": true, "a-b.c1": true,
+		"": false, "*.localhost": false, "a..b": false, "-a.b": false, "a-.b": false, "a b": false,
+		"Localhost": false, "a.b:80": false, strings.Repeat("a", 64): false,
+	} {
+		if got := ValidDomain(d); got != want {
+			t.Errorf("ValidDomain(%q) = %v", d, got)
+		}
+	}
+}
