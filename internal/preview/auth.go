@@ -34,7 +34,7 @@ func CookieName(id string, port int) string {
 // HEAD is redirected to the same URL without it (so it leaves the address
 // bar and the history), any other request (a POST, a WebSocket) is proxied
 // with the cookie set on its response.
-func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, id string, port int, token string, public bool) bool {
+func authorize(w http.ResponseWriter, r *http.Request, id string, port int, token string, public bool) bool {
 	name := CookieName(id, port)
 	header := r.Header.Get(TokenHeader)
 	var cookie string
@@ -54,6 +54,7 @@ func (p *Proxy) authorize(w http.ResponseWriter, r *http.Request, id string, por
 		if (r.Method == http.MethodGet || r.Method == http.MethodHead) && r.Header.Get("Upgrade") == "" {
 			// Not http.Redirect, which would clean the path the app is given.
 			w.Header().Set("Location", redirectTarget(r))
+			w.Header().Set("Cache-Control", "no-store")
 			w.WriteHeader(http.StatusFound)
 			return false
 		}

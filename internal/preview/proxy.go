@@ -190,7 +190,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	// A copy, since authorize strips cove's credentials from it.
 	r = r.Clone(context.WithValue(r.Context(), targetKey{}, target{id, port}))
-	if !p.authorize(w, r, id, port, token, public) {
+	if !authorize(w, r, id, port, token, public) {
 		return
 	}
 	// A stream or a WebSocket may last as long as its client wants: no
