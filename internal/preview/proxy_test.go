@@ -74,7 +74,7 @@ type upstream struct {
 	dumps   []string
 }
 
-func newUpstream(t *testing.T) *upstream {
+func newUpstream(t testing.TB) *upstream {
 	u := &upstream{release: make(chan struct{})}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -139,7 +139,7 @@ type harness struct {
 	up     *upstream
 }
 
-func newHarness(t *testing.T, ports map[string]exposure) *harness {
+func newHarness(t testing.TB, ports map[string]exposure) *harness {
 	t.Helper()
 	up := newUpstream(t)
 	for k, e := range ports {
@@ -377,6 +377,7 @@ func TestProxy502(t *testing.T) {
 		start := time.Now()
 		resp, body := h.get(t, h.url("sb-x", tc.port, "/"), nil)
 		took := time.Since(start)
+		t.Logf("port %d: 502 in %s", tc.port, took)
 		want := fmt.Sprintf("Nothing listens on port %d in sandbox sb-x.", tc.port)
 		if resp.StatusCode != http.StatusBadGateway || !strings.Contains(body, want) {
 			t.Errorf("port %d: %d %q; want 502 with %q", tc.port, resp.StatusCode, body, want)
@@ -497,4 +498,33 @@ func (errBackend) Exposure(string, int) (string, bool, error) {
 }
 func (errBackend) DialPort(context.Context, string, int) (net.Conn, error) {
 	return nil, errors.New("unreachable")
+}
+
+// BenchmarkProxy compares a small GET through the proxy with the same GET
+// straight to the upstream, both over keep-alive connections.
+func BenchmarkProxy(b *testing.B) {
+	h := newHarness(b, map[string]exposure{"sb-x/8000": {token: testToken}})
+	direct := &http.Client{Transport: &http.Transport{}}
+	defer direct.CloseIdleConnections()
+	for _, bc := range []struct {
+		name   string
+		client *http.Client
+		url    string
+	}{
+		{"direct", direct, h.up.URL + "/"},
+		{"proxied", h.client, h.url("sb-x", 8000, "/")},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			for b.Loop() {
+				req, _ := http.NewRequest(http.MethodGet, bc.url, nil)
+				req.Header.Set(TokenHeader, testToken)
+				resp, err := bc.client.Do(req)
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
 }
