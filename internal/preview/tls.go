@@ -23,8 +23,9 @@ import (
 
 // CA is cove's local certificate authority for preview URLs over HTTPS,
 // used when the operator gives no certificate of their own for
-// *.<preview domain>. It issues certificates only in memory; only its own
-// certificate and key are kept on disk.
+// *.<preview domain>: a server's tls.Config takes GetCertificate(domain).
+// It issues certificates only in memory; only its own certificate and key
+// are kept on disk.
 //
 // Clients trust it by its certificate, ca.pem in the CA's directory
 // (PEMPath), never by its key:
@@ -34,8 +35,8 @@ import (
 //     update-ca-certificates
 //   - one program or SDK: NODE_EXTRA_CA_CERTS=ca.pem (Node, so the E2B JS
 //     SDK), REQUESTS_CA_BUNDLE=ca.pem (Python requests), SSL_CERT_FILE=ca.pem
-//     (Go, OpenSSL, Python's ssl; it replaces the system's roots), or
-//     curl --cacert ca.pem
+//     (Go, OpenSSL, httpx and so the E2B Python SDK; it replaces the
+//     system's roots), or curl --cacert ca.pem
 //   - a browser: import ca.pem as an authority in its certificate settings
 //     (Chromium and Firefox on Linux keep their own store, not the host's).
 //
