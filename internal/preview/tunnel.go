@@ -145,9 +145,7 @@ func DialTunnel(ctx context.Context, rawURL string, header http.Header) (net.Con
 
 // upgrade does DialTunnel's exchange over c, within ctx.
 func upgrade(ctx context.Context, c net.Conn, u *url.URL, header http.Header) (net.Conn, error) {
-	if dl, ok := ctx.Deadline(); ok {
-		c.SetDeadline(dl)
-	}
+	// Only once ctx is done, so that a read cut short says ctx's error.
 	stop := context.AfterFunc(ctx, func() { c.SetDeadline(time.Unix(1, 0)) })
 	defer stop()
 	if u.Scheme == "https" {
@@ -186,7 +184,6 @@ func upgrade(ctx context.Context, c net.Conn, u *url.URL, header http.Header) (n
 	if !stop() {
 		return nil, fmt.Errorf("tunnel: %w", ctx.Err())
 	}
-	c.SetDeadline(time.Time{})
 	if br.Buffered() == 0 {
 		return c, nil
 	}
