@@ -37,7 +37,7 @@ func (s *admitted) admit(a netip.Addr, name string, until, now time.Time) {
 	if s.n >= s.max {
 		s.expire(now)
 	}
-	for s.n >= s.max {
+	for s.n >= s.max && s.n > 0 {
 		s.evictSoonest()
 	}
 	if names == nil {
@@ -73,20 +73,31 @@ func (s *admitted) len() int {
 	return s.n
 }
 
+// expire drops what has expired; s.mu is held.
 func (s *admitted) expire(now time.Time) {
 	s.drop(func(_ string, t time.Time) bool { return !now.Before(t) })
 }
 
+// evictSoonest drops the one pair that expires first; s.mu is held.
 func (s *admitted) evictSoonest() {
 	var first time.Time
-	for _, names := range s.byAddr {
-		for _, t := range names {
+	var addr netip.Addr
+	var name string
+	for a, names := range s.byAddr {
+		for n, t := range names {
 			if first.IsZero() || t.Before(first) {
-				first = t
+				first, addr, name = t, a, n
 			}
 		}
 	}
-	s.drop(func(_ string, t time.Time) bool { return !t.After(first) })
+	if first.IsZero() {
+		return
+	}
+	delete(s.byAddr[addr], name)
+	if len(s.byAddr[addr]) == 0 {
+		delete(s.byAddr, addr)
+	}
+	s.n--
 }
 
 // drop removes the pairs gone selects; s.mu is held.

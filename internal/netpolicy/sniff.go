@@ -7,8 +7,10 @@ import (
 	"errors"
 	"io"
 	"net"
-	"net/http"
 	"net/netip"
+	"net/textproto"
+	"net/url"
+	"strings"
 	"time"
 )
 
@@ -72,16 +74,37 @@ func httpHost(rec *recorder) string {
 		}
 		seen = max(0, rec.buf.Len()-3) // the end may arrive a byte at a time
 	}
-	req, err := http.ReadRequest(bufio.NewReader(bytes.NewReader(rec.buf.Bytes())))
+	tp := textproto.NewReader(bufio.NewReader(bytes.NewReader(rec.buf.Bytes())))
+	line, err := tp.ReadLine()
 	if err != nil {
 		return ""
 	}
-	// A server may read another Host than the first one, or the Host
-	// header rather than an absolute URL's: then there is no one name.
-	if hs := req.Header.Values("Host"); len(hs) > 1 || len(hs) == 1 && req.URL.Host != "" && hs[0] != req.URL.Host {
+	method, rest, ok := strings.Cut(line, " ")
+	target, proto, ok2 := strings.Cut(rest, " ")
+	if !ok || !ok2 || method == "CONNECT" || !strings.HasPrefix(proto, "HTTP/1.") {
 		return ""
 	}
-	return hostName(req.Host)
+	hdr, err := tp.ReadMIMEHeader()
+	if err != nil {
+		return ""
+	}
+	hosts := hdr.Values("Host")
+	if len(hosts) > 1 {
+		return "" // a server may read another one than the first
+	}
+	if strings.HasPrefix(target, "/") || target == "*" {
+		if len(hosts) == 0 {
+			return ""
+		}
+		return hostName(hosts[0])
+	}
+	// An absolute URL names the host, and a server may read either it or
+	// the Host header: they must agree.
+	u, err := url.Parse(target)
+	if err != nil || u.Host == "" || len(hosts) == 1 && hosts[0] != u.Host {
+		return ""
+	}
+	return hostName(u.Host)
 }
 
 // hostName is the name in a Host value, without its port.
