@@ -17,6 +17,8 @@ import (
 // testZone is an upstream DNS server for tests: it answers from a fixed
 // zone and counts the questions it is asked, by lowercase name.
 type testZone struct {
+	a map[string]string // more A records: name to address
+
 	mu    sync.Mutex
 	asked map[string]int
 	names []string // in order, as asked
@@ -51,6 +53,11 @@ func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 		}
 		m.Answer = append(m.Answer, r)
 	}
+	if ip, ok := z.a[q.Name]; ok {
+		rr(q.Name + " 60 IN A " + ip)
+		w.WriteMsg(m)
+		return
+	}
 	switch q.Name {
 	case "allowed.test.", "www.cdn.test.", "other.test.":
 		rr(q.Name + " 300 IN A 192.0.2.10")
@@ -81,14 +88,20 @@ func (z *testZone) ServeDNS(w dns.ResponseWriter, req *dns.Msg) {
 	w.WriteMsg(m)
 }
 
-// serveDNS serves h on UDP and TCP at one address of network ns's choice
-// (loopback here), until the test ends.
-func serveDNS(t *testing.T, h dns.Handler, listen func(network, addr string) (net.PacketConn, net.Listener, error), addr string) string {
+// serveDNS serves h on UDP and TCP at one loopback port until the test
+// ends, and returns its address.
+func serveDNS(t *testing.T, h dns.Handler) string {
 	t.Helper()
-	pc, ln, err := listen("udp", addr)
+	pc, ln, err := listenBoth("127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	serveDNSOn(t, h, pc, ln)
+	return pc.LocalAddr().String()
+}
+
+func serveDNSOn(t *testing.T, h dns.Handler, pc net.PacketConn, ln net.Listener) {
+	t.Helper()
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		started := make(chan struct{})
 		srv.NotifyStartedFunc = func() { close(started) }
@@ -96,12 +109,11 @@ func serveDNS(t *testing.T, h dns.Handler, listen func(network, addr string) (ne
 		<-started
 		t.Cleanup(func() { srv.Shutdown() })
 	}
-	return pc.LocalAddr().String()
 }
 
 // listenBoth listens on UDP and TCP at one port (the UDP one's, if addr's
 // port is 0).
-func listenBoth(_, addr string) (net.PacketConn, net.Listener, error) {
+func listenBoth(addr string) (net.PacketConn, net.Listener, error) {
 	for range 10 {
 		pc, err := net.ListenPacket("udp4", addr)
 		if err != nil {
@@ -135,7 +147,7 @@ func newTestResolver(t *testing.T, p Policy, upstream ...string) (*resolver, *ti
 
 func TestResolver(t *testing.T) {
 	zone := &testZone{}
-	up := serveDNS(t, zone, listenBoth, "127.0.0.1:0")
+	up := serveDNS(t, zone)
 	res, now := newTestResolver(t, Policy{
 		AllowDomains: []string{"allowed.test", "chain.test", "long.test", "zero.test", "loop.test", "many.test", "gone.test", "fail.test", "*.cdn.test"},
 		DenyDomains:  []string{"bad.cdn.test"},
@@ -256,9 +268,9 @@ func TestResolverMalformed(t *testing.T) {
 // large for a client without EDNS is truncated, and complete over TCP.
 func TestResolverTransport(t *testing.T) {
 	zone := &testZone{}
-	up := serveDNS(t, zone, listenBoth, "127.0.0.1:0")
+	up := serveDNS(t, zone)
 	res, _ := newTestResolver(t, Policy{AllowDomains: []string{"many.test", "allowed.test"}}, up)
-	addr := serveDNS(t, res, listenBoth, "127.0.0.1:0")
+	addr := serveDNS(t, res)
 	for _, tc := range []struct {
 		net   string
 		edns  uint16
