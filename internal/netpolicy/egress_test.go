@@ -251,7 +251,7 @@ func TestEgress(t *testing.T) {
 		}{
 			{"http", "www.allowed.test", at(server, "80"), true},
 			{"https", "www.allowed.test", at(server, "443"), true},
-			{"http", "forbidden.test", at(server, "80"), false},  // a forbidden name at an allowed address
+			{"http", "forbidden.test", at(server, "80"), false},   // a forbidden name at an allowed address
 			{"https", "forbidden.test", at(server, "443"), false}, // by SNI
 			{"http", "deny.allowed.test", at(server, "80"), false},
 			{"http", server, at(server, "80"), false},              // a raw IP
