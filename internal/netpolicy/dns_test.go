@@ -100,7 +100,7 @@ func serveDNS(t *testing.T, h dns.Handler) string {
 	return pc.LocalAddr().String()
 }
 
-func serveDNSOn(t *testing.T, h dns.Handler, pc net.PacketConn, ln net.Listener) {
+func serveDNSOn(t testing.TB, h dns.Handler, pc net.PacketConn, ln net.Listener) {
 	t.Helper()
 	for _, srv := range []*dns.Server{{PacketConn: pc, Handler: h}, {Listener: ln, Handler: h}} {
 		started := make(chan struct{})

@@ -157,6 +157,21 @@ func TestEgress(t *testing.T) {
 		if err := g.echo(at(other, "7000")); !refused(err) {
 			t.Errorf("echo beside the allowed CIDR: %v, want refused", err)
 		}
+		// A half-close passes through: the echo server sees the end of
+		// what was sent, answers all of it and closes.
+		c, err := g.dial(at(server, "7000"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		c.SetDeadline(time.Now().Add(5 * time.Second))
+		if _, err := c.Write([]byte("half")); err != nil {
+			t.Fatal(err)
+		}
+		c.(*net.TCPConn).CloseWrite()
+		if got, err := io.ReadAll(c); string(got) != "half" || err != nil {
+			t.Errorf("after a half-close: %q, %v", got, err)
+		}
 		if n := sv.echo.get(other); n != 0 {
 			t.Errorf("%s saw %d connections", other, n)
 		}

@@ -21,7 +21,7 @@ import (
 
 // needRoot skips a test that makes namespaces, except under CI, where
 // it fails.
-func needRoot(t *testing.T) {
+func needRoot(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() == 0 {
 		return
@@ -54,7 +54,7 @@ type topology struct {
 
 var staleTestNetns = regexp.MustCompile(`^cove-t([0-9]+)-[ghs]$`)
 
-func newTopology(t *testing.T) *topology {
+func newTopology(t testing.TB) *topology {
 	t.Helper()
 	ctx := context.Background()
 	removeStale(t)
@@ -93,7 +93,8 @@ func newTopology(t *testing.T) *topology {
 			t.Fatal(err)
 		}
 	}
-	batch(tp.h, fmt.Sprintf("link add veth0 type veth peer name eth0 netns %s\naddr add %s dev veth0\nlink set veth0 up\nlink set lo up\n", tp.g, netns.HostAddr))
+	batch(tp.h, fmt.Sprintf("link add veth0 mtu %d type veth peer name eth0 mtu %d netns %s\naddr add %s dev veth0\nlink set veth0 up\nlink set lo up\n",
+		netns.MTU, netns.MTU, tp.g, netns.HostAddr))
 	batch(tp.g, fmt.Sprintf("addr add %s dev eth0\nlink set eth0 up\nlink set lo up\nroute add default via 10.77.0.1\n", netns.GuestAddr))
 	batch("", fmt.Sprintf("link add %s type veth peer name eth0 netns %s\naddr add %s/24 dev %s\nlink set %s up\n", tp.veth, tp.s, tp.daemonIP, tp.veth, tp.veth))
 	batch(tp.s, fmt.Sprintf("addr add %s/24 dev eth0\naddr add %s/24 dev eth0\naddr add %s/24 dev eth0\nlink set eth0 up\nlink set lo up\n",
@@ -102,7 +103,7 @@ func newTopology(t *testing.T) *topology {
 }
 
 // removeStale deletes the namespaces a killed run of these tests left.
-func removeStale(t *testing.T) {
+func removeStale(t testing.TB) {
 	ents, err := os.ReadDir(netns.Dir)
 	if err != nil {
 		return
@@ -120,7 +121,7 @@ func removeStale(t *testing.T) {
 }
 
 // listen opens a listener inside namespace ns ("": the test's own).
-func listen(t *testing.T, ns, network, addr string) net.Listener {
+func listen(t testing.TB, ns, network, addr string) net.Listener {
 	t.Helper()
 	var ln net.Listener
 	do := func() (err error) {
@@ -162,8 +163,8 @@ func (c *counter) get(host string) int {
 	return c.n[host]
 }
 
-// servers are the test's servers in namespace s: TCP echo on 7000, HTTP
-// on 80, HTTPS on 443 and a UDP sink on 9999, on every address there, and
+// servers are the test's servers in namespace s: TCP echo on 7000, a
+// sink on 7002 (it reads to the end, then answers "ok"), HTTP on 80, HTTPS on 443 and a UDP sink on 9999, on every address there, and
 // the upstream DNS on its own address (which the proxy never dials).
 type servers struct {
 	echo, web, udp counter
@@ -171,7 +172,7 @@ type servers struct {
 	upstream       string
 }
 
-func startServers(t *testing.T, tp *topology) *servers {
+func startServers(t testing.TB, tp *topology) *servers {
 	t.Helper()
 	sv := &servers{zone: &testZone{a: map[string]string{
 		"www.allowed.test.":   tp.serverIP,
@@ -188,6 +189,16 @@ func startServers(t *testing.T, tp *topology) *servers {
 			}
 			sv.echo.add(c.LocalAddr())
 			go func() { io.Copy(c, c); c.Close() }()
+		}
+	}()
+	sink := listen(t, tp.s, "tcp4", ":7002")
+	go func() {
+		for {
+			c, err := sink.Accept()
+			if err != nil {
+				return
+			}
+			go func() { io.Copy(io.Discard, c); c.Write([]byte("ok")); c.Close() }()
 		}
 	}()
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -209,15 +220,15 @@ func startServers(t *testing.T, tp *topology) *servers {
 		}
 		t.Cleanup(srv.Close)
 	}
-	var sink net.PacketConn
-	if err := netns.Do(tp.s, func() (err error) { sink, err = net.ListenPacket("udp4", ":9999"); return err }); err != nil {
+	var udp net.PacketConn
+	if err := netns.Do(tp.s, func() (err error) { udp, err = net.ListenPacket("udp4", ":9999"); return err }); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { sink.Close() })
+	t.Cleanup(func() { udp.Close() })
 	go func() {
 		buf := make([]byte, 1500)
 		for {
-			_, _, err := sink.ReadFrom(buf)
+			_, _, err := udp.ReadFrom(buf)
 			if err != nil {
 				return
 			}
