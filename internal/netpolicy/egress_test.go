@@ -23,10 +23,7 @@ import (
 )
 
 // guest is the test's hands inside the guest namespace.
-type guest struct {
-	t  *testing.T
-	ns string
-}
+type guest struct{ ns string }
 
 func (g guest) dial(addr string) (net.Conn, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -54,6 +51,22 @@ func (g guest) echo(addr string) error {
 		return fmt.Errorf("echo answered %q", line)
 	}
 	return nil
+}
+
+// send connects to addr and sends data, for a test that goes on with
+// the connection.
+func (g guest) send(t testing.TB, addr, data string) net.Conn {
+	t.Helper()
+	c, err := g.dial(addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.SetDeadline(time.Now().Add(5 * time.Second))
+	if _, err := c.Write([]byte(data)); err != nil {
+		c.Close()
+		t.Fatal(err)
+	}
+	return c
 }
 
 // get fetches scheme://host/ from addr (sending host as Host or SNI).
@@ -99,7 +112,7 @@ func TestEgress(t *testing.T) {
 	needRoot(t)
 	tp := newTopology(t)
 	sv := startServers(t, tp)
-	g := guest{t: t, ns: tp.g}
+	g := guest{ns: tp.g}
 	m, err := New(Config{
 		Upstream:          []string{sv.upstream},
 		ResolvablePrivate: []netip.Prefix{netip.MustParsePrefix(tp.subnet)},
@@ -159,15 +172,8 @@ func TestEgress(t *testing.T) {
 		}
 		// A half-close passes through: the echo server sees the end of
 		// what was sent, answers all of it and closes.
-		c, err := g.dial(at(server, "7000"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		c := g.send(t, at(server, "7000"), "half")
 		defer c.Close()
-		c.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := c.Write([]byte("half")); err != nil {
-			t.Fatal(err)
-		}
 		c.(*net.TCPConn).CloseWrite()
 		if got, err := io.ReadAll(c); string(got) != "half" || err != nil {
 			t.Errorf("after a half-close: %q, %v", got, err)
@@ -329,15 +335,8 @@ func TestEgress(t *testing.T) {
 	})
 
 	t.Run("detach", func(t *testing.T) {
-		open, err := g.dial(at(server, "7000"))
-		if err != nil {
-			t.Fatal(err)
-		}
+		open := g.send(t, at(server, "7000"), "a\n")
 		defer open.Close()
-		open.SetDeadline(time.Now().Add(5 * time.Second))
-		if _, err := open.Write([]byte("a\n")); err != nil {
-			t.Fatal(err)
-		}
 		if _, err := bufio.NewReader(open).ReadString('\n'); err != nil {
 			t.Fatal(err)
 		}
