@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"net"
 	"net/netip"
 	"sync"
@@ -72,7 +73,7 @@ func New(cfg Config) (*Manager, error) {
 	hosts := &hostAddrs{}
 	return &Manager{
 		upstream: upstream,
-		presets:  cfg.Presets,
+		presets:  maps.Clone(cfg.Presets),
 		guard:    &guard{deny: deny, resolvablePrivate: cfg.ResolvablePrivate, isHost: hosts.has},
 		log:      log,
 

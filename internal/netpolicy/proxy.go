@@ -44,16 +44,27 @@ type proxy struct {
 	done  bool
 }
 
+// serve accepts until the listener is closed. Other accept errors (the
+// daemon out of descriptors) pass: the proxy waits a little and goes on.
 func (p *proxy) serve(ctx context.Context) {
 	defer p.wg.Done()
+	var backoff time.Duration
 	for {
 		c, err := p.ln.AcceptTCP()
 		if err != nil {
-			if ctx.Err() == nil && !errors.Is(err, net.ErrClosed) {
-				p.log.Warn("proxy: accept", "sandbox", p.sb.id, "err", err)
+			if ctx.Err() != nil || errors.Is(err, net.ErrClosed) {
+				return
 			}
-			return
+			backoff = min(max(2*backoff, 5*time.Millisecond), time.Second)
+			p.log.Warn("proxy: accept", "sandbox", p.sb.id, "err", err, "retry_in", backoff)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(backoff):
+			}
+			continue
 		}
+		backoff = 0
 		if !p.track(c) {
 			p.log.Debug("proxy: refused", "sandbox", p.sb.id, "why", "too many connections")
 			reset(c)
@@ -180,7 +191,7 @@ func join(a, b *net.TCPConn) {
 	}
 	wg.Add(2)
 	go half(b, a)
-	go half(a, b)
+	half(a, b)
 	wg.Wait()
 	a.Close()
 	b.Close()
