@@ -212,6 +212,26 @@ func TestEgress(t *testing.T) {
 		if err := g.echo(at(other, "7000")); err != nil {
 			t.Errorf("echo inside the allowed subnet: %v", err)
 		}
+		// IPv6 goes nowhere, even to a listener in the host-end namespace.
+		if err := netns.IP(ctx, tp.h, nil, "addr", "add", "fd00:77::1/64", "dev", "veth0", "nodad"); err != nil {
+			t.Fatal(err)
+		}
+		if err := netns.IP(ctx, tp.g, nil, "addr", "add", "fd00:77::2/64", "dev", "eth0", "nodad"); err != nil {
+			t.Fatal(err)
+		}
+		v6 := listen(t, tp.h, "tcp6", "[fd00:77::1]:7777")
+		go func() {
+			if c, err := v6.Accept(); err == nil {
+				t.Errorf("an IPv6 connection from the guest arrived")
+				c.Close()
+			}
+		}()
+		dctx, cancel := context.WithTimeout(ctx, 500*time.Millisecond)
+		defer cancel()
+		if c, err := netns.Dial(dctx, tp.g, "[fd00:77::1]:7777"); err == nil {
+			c.Close()
+			t.Error("the guest connected over IPv6")
+		}
 		// UDP other than DNS goes nowhere.
 		err := netns.Do(tp.g, func() error {
 			c, err := net.Dial("udp4", at(server, "9999"))
