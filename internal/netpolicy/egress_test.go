@@ -189,18 +189,8 @@ func TestEgress(t *testing.T) {
 		if err := m.Update(id, Policy{AllowCIDRs: []string{tp.subnet}}); err != nil {
 			t.Fatal(err)
 		}
-		hostLn := listen(t, "", "tcp4", at(tp.daemonIP, "7001"))
 		var hostConns counter
-		go func() {
-			for {
-				c, err := hostLn.Accept()
-				if err != nil {
-					return
-				}
-				hostConns.add(c.LocalAddr())
-				c.Close()
-			}
-		}()
+		serveTCP(listen(t, "", "tcp4", at(tp.daemonIP, "7001")), func(c net.Conn) { hostConns.add(c.LocalAddr()) })
 		for _, addr := range []string{at(tp.daemonIP, "7001"), "169.254.169.254:80", "10.77.0.1:15001", "127.0.0.1:7001", at(tp.dnsIP, "7000")} {
 			if err := g.echo(addr); !refused(err) {
 				t.Errorf("echo to %s: %v, want refused", addr, err)

@@ -180,27 +180,14 @@ func startServers(t testing.TB, tp *topology) *servers {
 		"deny.allowed.test.":  tp.serverIP,
 		"other.allowed.test.": tp.otherIP,
 	}}}
-	echo := listen(t, tp.s, "tcp4", ":7000")
-	go func() {
-		for {
-			c, err := echo.Accept()
-			if err != nil {
-				return
-			}
-			sv.echo.add(c.LocalAddr())
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
-	sink := listen(t, tp.s, "tcp4", ":7002")
-	go func() {
-		for {
-			c, err := sink.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(io.Discard, c); c.Write([]byte("ok")); c.Close() }()
-		}
-	}()
+	serveTCP(listen(t, tp.s, "tcp4", ":7000"), func(c net.Conn) {
+		sv.echo.add(c.LocalAddr())
+		io.Copy(c, c)
+	})
+	serveTCP(listen(t, tp.s, "tcp4", ":7002"), func(c net.Conn) {
+		io.Copy(io.Discard, c)
+		c.Write([]byte("ok"))
+	})
 	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		fmt.Fprintf(w, "host=%s remote=%s", r.Host, strings.Split(r.RemoteAddr, ":")[0])
 	})
@@ -247,6 +234,19 @@ func startServers(t testing.TB, tp *topology) *servers {
 	}
 	serveDNSOn(t, sv.zone, pc, ln)
 	return sv
+}
+
+// serveTCP serves each connection ln accepts with handle, then closes it.
+func serveTCP(ln net.Listener, handle func(net.Conn)) {
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { handle(c); c.Close() }()
+		}
+	}()
 }
 
 func testLogger() *slog.Logger {
