@@ -1,6 +1,7 @@
 package netpolicy
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -52,7 +53,7 @@ func LoadPresets(path string) (map[string]Policy, error) {
 		return nil, fmt.Errorf("network presets: %w", err)
 	}
 	var presets map[string]Policy
-	dec := json.NewDecoder(strings.NewReader(string(data)))
+	dec := json.NewDecoder(bytes.NewReader(data))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&presets); err != nil {
 		return nil, fmt.Errorf("network presets %s: %w", path, err)
