@@ -30,9 +30,9 @@ type Snapshot struct {
 	// (a branch whose children are starting); a restart drops it.
 	Pending bool
 	Limits  // disk, processes, open files
-	// Network is the egress policy its sandboxes start with, as JSON; ""
+	// NetworkJSON is the egress policy its sandboxes start with, as JSON; ""
 	// for none given.
-	Network string
+	NetworkJSON string
 }
 
 const snapshotSchema = `
@@ -70,7 +70,7 @@ func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
 		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending,
-		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.Network)
+		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.NetworkJSON)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -100,7 +100,7 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
 			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
-			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles, &sn.Network); err != nil {
+			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles, &sn.NetworkJSON); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

@@ -39,8 +39,8 @@ type Sandbox struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	Limits      // disk, processes, open files
-	// Network is the sandbox's egress policy, as JSON; "" for none given.
-	Network string
+	// NetworkJSON is the sandbox's egress policy, as JSON; "" for none given.
+	NetworkJSON string
 }
 
 const schema = `
@@ -165,7 +165,7 @@ func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
 		 token_hash = excluded.token_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
 		 disk_mib = excluded.disk_mib, pids = excluded.pids, open_files = excluded.open_files, network = excluded.network`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
-		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles, sb.Network)
+		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles, sb.NetworkJSON)
 	if err != nil {
 		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
 	}
@@ -214,7 +214,7 @@ func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 		var sb Sandbox
 		var created, expires int64
 		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
-			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles, &sb.Network); err != nil {
+			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles, &sb.NetworkJSON); err != nil {
 			return nil, fmt.Errorf("store: scan sandbox: %w", err)
 		}
 		sb.CreatedAt = time.UnixMilli(created)

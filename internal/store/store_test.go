@@ -19,7 +19,7 @@ func TestSandboxRoundTrip(t *testing.T) {
 	now := time.UnixMilli(time.Now().UnixMilli())
 	want := Sandbox{ID: "sb-1", Status: "running", Backend: "gvisor", Image: "default-abc", CPUs: 1,
 		MemoryMiB: 512, Limits: Limits{DiskMiB: 2048, Pids: 1024, OpenFiles: 4096}, TokenHash: "h",
-		CreatedAt: now, ExpiresAt: now.Add(time.Minute), Network: `{"allow_cidrs":["192.0.2.0/24"]}`}
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute), NetworkJSON: `{"allow_cidrs":["192.0.2.0/24"]}`}
 	if err := s.PutSandbox(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -31,7 +31,7 @@ func TestSandboxRoundTrip(t *testing.T) {
 	if err := s.SetNetwork(ctx, "sb-1", `{"presets":["pypi"]}`); err != nil {
 		t.Fatal(err)
 	}
-	want.Network = `{"presets":["pypi"]}`
+	want.NetworkJSON = `{"presets":["pypi"]}`
 	if err := s.SetNetwork(ctx, "missing", "{}"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetNetwork(missing) = %v, want ErrNotFound", err)
 	}
@@ -71,7 +71,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
 		CPUs: 1, MemoryMiB: 512, Limits: Limits{DiskMiB: 512, Pids: 256, OpenFiles: 1024}, PoolSize: 2,
 		SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
-		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true, Network: `{"allow_domains":["example.org"]}`}
+		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true, NetworkJSON: `{"allow_domains":["example.org"]}`}
 	if err := s.PutSnapshot(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("Snapshots = %+v, %v", got, err)
 	}
 	sbs, err := s.Sandboxes(ctx)
-	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) || sbs[0].Network != "" {
+	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) || sbs[0].NetworkJSON != "" {
 		t.Fatalf("Sandboxes = %+v, %v", sbs, err)
 	}
 }
