@@ -25,7 +25,7 @@ CREATE TABLE IF NOT EXISTS ports (
 );
 `
 
-// networkMigrations add the network policy's columns (JSON; ” is none)
+// networkMigrations add the network policy's columns (JSON; empty for none)
 // to a database made before them; each fails harmlessly ("duplicate
 // column") once applied.
 var networkMigrations = []string{
