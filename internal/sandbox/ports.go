@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"maps"
 	"net"
@@ -126,7 +127,8 @@ func (sb *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 
 // Exposure says how an exposed port of a running sandbox may be reached:
 // its token, and whether it is public. ErrNotFound if the sandbox is
-// unknown or not running, or the port is not exposed.
+// unknown or not running, or the port is not exposed; ErrRetry while a
+// restarted daemon checks the sandbox.
 func (s *Service) Exposure(id string, port int) (token string, public bool, err error) {
 	p, err := s.exposed(id, port)
 	return p.Token, p.Public, err
@@ -148,7 +150,9 @@ func (s *Service) exposed(id string, port int) (PortInfo, error) {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if err := b.usableLocked(); err != nil {
+	if err := b.usableLocked(); errors.Is(err, ErrRetry) { // being checked after a restart
+		return PortInfo{}, err
+	} else if err != nil {
 		return PortInfo{}, fmt.Errorf("sandbox %s does not run: %w: %v", id, ErrNotFound, err)
 	}
 	p, ok := b.ports[port]
