@@ -52,22 +52,36 @@ func (b *box) setPorts(ps []store.Port) {
 	}
 }
 
+// portChange begins a change of port: it checks the port and the
+// sandbox, takes b.netMu, which the caller releases, and returns what is
+// exposed there.
+func (sb *Sandbox) portChange(port int) (p PortInfo, ok bool, err error) {
+	if err := checkPort(port); err != nil {
+		return PortInfo{}, false, err
+	}
+	b := sb.b
+	b.netMu.Lock()
+	b.mu.Lock()
+	p, ok = b.ports[port]
+	err = b.usableLocked()
+	b.mu.Unlock()
+	if err != nil {
+		b.netMu.Unlock()
+		return PortInfo{}, false, err
+	}
+	return p, ok, nil
+}
+
 // ExposePort makes a port of the sandbox reachable through the preview
 // proxy. Exposing it again keeps its token and sets whether it is public.
 // The port goes when the sandbox does.
 func (sb *Sandbox) ExposePort(ctx context.Context, port int, public bool) (PortInfo, error) {
-	if err := checkPort(port); err != nil {
+	p, ok, err := sb.portChange(port)
+	if err != nil {
 		return PortInfo{}, err
 	}
 	b := sb.b
-	if err := b.usable(); err != nil {
-		return PortInfo{}, err
-	}
-	b.netMu.Lock()
 	defer b.netMu.Unlock()
-	b.mu.Lock()
-	p, ok := b.ports[port]
-	b.mu.Unlock()
 	if !ok {
 		p = PortInfo{Port: port, Token: randhex.New(16)}
 	}
@@ -89,18 +103,12 @@ func (sb *Sandbox) ExposePort(ctx context.Context, port int, public bool) (PortI
 
 // UnexposePort stops exposing a port; ErrNotFound if it is not exposed.
 func (sb *Sandbox) UnexposePort(ctx context.Context, port int) error {
-	if err := checkPort(port); err != nil {
+	_, ok, err := sb.portChange(port)
+	if err != nil {
 		return err
 	}
 	b := sb.b
-	if err := b.usable(); err != nil {
-		return err
-	}
-	b.netMu.Lock()
 	defer b.netMu.Unlock()
-	b.mu.Lock()
-	_, ok := b.ports[port]
-	b.mu.Unlock()
 	if !ok {
 		return fmt.Errorf("port %d of sandbox %s is not exposed: %w", port, b.rec.ID, ErrNotFound)
 	}

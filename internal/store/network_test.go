@@ -13,20 +13,7 @@ import (
 func TestPorts(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cove.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.UnixMilli(time.Now().UnixMilli())
-	rec := func(id string) Sandbox {
-		return Sandbox{ID: id, Status: "running", Backend: "gvisor", Image: "img", CPUs: 1, MemoryMiB: 256,
-			TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
-	}
-	for _, id := range []string{"sb-1", "sb-2"} {
-		if err := s.PutSandbox(ctx, rec(id)); err != nil {
-			t.Fatal(err)
-		}
-	}
+	s, recs := openWithRunning(t, path, "sb-1", "sb-2")
 	for _, c := range []struct {
 		id string
 		p  Port
@@ -44,11 +31,12 @@ func TestPorts(t *testing.T) {
 		t.Error("a port of a sandbox without a row was accepted")
 	}
 	// Rewriting the row, as a commit does, keeps its ports.
-	if err := s.Commit(ctx, []Sandbox{rec("sb-1")}, ""); err != nil {
+	if err := s.Commit(ctx, recs[:1], ""); err != nil {
 		t.Fatal(err)
 	}
 	s.Close()
-	if s, err = Open(ctx, path); err != nil {
+	s, err := Open(ctx, path)
+	if err != nil {
 		t.Fatal(err)
 	}
 	defer s.Close()
@@ -72,4 +60,25 @@ func TestPorts(t *testing.T) {
 	if got, err := s.Ports(ctx); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after deletes: Ports = %+v, %v; want %+v", got, err, want)
 	}
+}
+
+// openWithRunning opens the database at path with running sandboxes ids;
+// the caller closes it.
+func openWithRunning(t *testing.T, path string, ids ...string) (*Store, []Sandbox) {
+	t.Helper()
+	s, err := Open(context.Background(), path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.UnixMilli(time.Now().UnixMilli())
+	var recs []Sandbox
+	for _, id := range ids {
+		rec := Sandbox{ID: id, Status: "running", Backend: "gvisor", Image: "i", CPUs: 1, MemoryMiB: 512,
+			TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}
+		if err := s.PutSandbox(context.Background(), rec); err != nil {
+			t.Fatal(err)
+		}
+		recs = append(recs, rec)
+	}
+	return s, recs
 }
