@@ -182,7 +182,7 @@ func (s *Service) reattach(b *box) {
 	if err == nil {
 		b.attach(c)
 		b.mu.Unlock()
-		s.reattachNetwork(ctx, b)
+		s.reattachNetwork(b)
 		b.mu.Lock()
 		b.checking = false
 		b.mu.Unlock()
@@ -209,7 +209,9 @@ func (s *Service) reattach(b *box) {
 // left meanwhile: its teardown, which detaches, waits for netMu. Until
 // then its rules send every connection to listeners that are not there,
 // so nothing gets out.
-func (s *Service) reattachNetwork(ctx context.Context, b *box) {
+func (s *Service) reattachNetwork(b *box) {
+	ctx, cancel := context.WithTimeout(b.life, reattachTimeout)
+	defer cancel()
 	b.netMu.Lock()
 	defer b.netMu.Unlock()
 	b.mu.Lock()
