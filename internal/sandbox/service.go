@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
@@ -103,6 +104,7 @@ type Config struct {
 	// DeadKeep is how long a dead sandbox stays listed, with why it died,
 	// before it is forgotten (never past its expiry).
 	DeadKeep time.Duration
+	Network  Network
 }
 
 // Service manages sandboxes.
@@ -196,6 +198,8 @@ type Info struct {
 	// DeadReason (apitype.Dead*) and DiedAt are set for a dead sandbox.
 	DeadReason string
 	DiedAt     time.Time
+	Network    netpolicy.Policy
+	Ports      []PortInfo
 }
 
 // New builds a Service. Call Recover before serving, then Close at the end.

@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
@@ -32,6 +34,7 @@ type SnapshotInfo struct {
 	store.Snapshot
 	PoolReady int
 	Children  int // live sandboxes spawned from it
+	Network   netpolicy.Policy
 }
 
 // BranchResult is what Branch returns.
@@ -87,7 +90,9 @@ type BuildOptions struct {
 	MemoryMiB int
 	DiskMiB   int
 	Pids      int
-	PoolSize  int // -1: the configured default
+	PoolSize  int               // -1: the configured default
+	Network   *netpolicy.Policy // the builder sandbox's during warm; recorded on the snapshot
+	Output    io.Writer         // the warm command's output as it runs (may be nil)
 }
 
 // BuildSnapshot boots a sandbox from an image, warms it up (the command,
@@ -151,9 +156,10 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 
 // BranchOptions are the inputs of Branch.
 type BranchOptions struct {
-	Tag string // "" generates one
-	N   int    // children to spawn from the new snapshot
-	TTL time.Duration
+	Tag     string // "" generates one
+	N       int    // children to spawn from the new snapshot
+	TTL     time.Duration
+	Network *netpolicy.Policy // children's and the new snapshot's; nil: the source's
 }
 
 // Branch saves the sandbox as a new snapshot while it keeps running, then

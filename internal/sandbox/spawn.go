@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
 )
@@ -26,6 +27,7 @@ type CreateOptions struct {
 	// SnapshotToken is the credential for a snapshot saved from a sandbox
 	// (by a branch): that sandbox's token.
 	SnapshotToken string
+	Network       *netpolicy.Policy // nil: the snapshot's policy (spawn), else deny-all
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
