@@ -190,7 +190,9 @@ func TestPortForward(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- c.PortForward(ctx, l, "s1", testToken, 8000, func(err error) { t.Errorf("a tunnel failed: %v", err) }) }()
+	go func() {
+		done <- c.PortForward(ctx, l, "s1", testToken, 8000, func(err error) { t.Errorf("a tunnel failed: %v", err) })
+	}()
 
 	// Connections at once, each its own tunnel.
 	var wg sync.WaitGroup
