@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/url"
 	"strconv"
 	"strings"
 
@@ -170,33 +169,15 @@ func printExposed(w io.Writer, p apitype.PortInfo) error {
 	if p.URL == "" {
 		fmt.Fprintln(tw, "url:\t- (the daemon serves no previews: use cove port-forward)")
 	} else {
-		fmt.Fprintf(tw, "url:\t%s\n", withToken(p.URL, p.Token))
+		fmt.Fprintf(tw, "url:\t%s\n", client.URLWithToken(p.URL, p.Token))
 	}
 	if p.HTTPSURL != "" {
-		fmt.Fprintf(tw, "https:\t%s\n", withToken(p.HTTPSURL, p.Token))
+		fmt.Fprintf(tw, "https:\t%s\n", client.URLWithToken(p.HTTPSURL, p.Token))
 	}
 	if p.Token != "" && !p.Public {
 		fmt.Fprintf(tw, "token:\t%s (send it as the X-Cove-Preview-Token header; a browser keeps it after the ?token= URL)\n", p.Token)
 	}
 	return tw.Flush()
-}
-
-// withToken is u with ?token=tok, for a browser; u itself for no token.
-func withToken(u, tok string) string {
-	if tok == "" {
-		return u
-	}
-	pu, err := url.Parse(u)
-	if err != nil {
-		return u
-	}
-	if pu.Path == "" {
-		pu.Path = "/"
-	}
-	q := pu.Query()
-	q.Set("token", tok)
-	pu.RawQuery = q.Encode()
-	return pu.String()
 }
 
 func newPortsCmd(cfg *clientConfig) *cobra.Command {

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"sync"
 
@@ -40,6 +41,25 @@ func (c *Client) ListPorts(ctx context.Context, id, sandboxToken string) ([]apit
 // UnexposePort stops serving port's preview URLs.
 func (c *Client) UnexposePort(ctx context.Context, id, sandboxToken string, port int) error {
 	return c.call(ctx, 0, http.MethodDelete, portPath(id, port, ""), nil, sandboxToken, nil, nil)
+}
+
+// URLWithToken is preview URL u carrying token as ?token=, for a browser,
+// which trades it for a cookie; u itself for no token.
+func URLWithToken(u, token string) string {
+	if token == "" {
+		return u
+	}
+	pu, err := url.Parse(u)
+	if err != nil {
+		return u
+	}
+	if pu.Path == "" {
+		pu.Path = "/"
+	}
+	q := pu.Query()
+	q.Set("token", token)
+	pu.RawQuery = q.Encode()
+	return pu.String()
 }
 
 func portPath(id string, port int, suffix string) string {
