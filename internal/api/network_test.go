@@ -211,15 +211,17 @@ func TestSetNetwork(t *testing.T) {
 			t.Errorf("PUT %s: %d %s, want 400 naming the policy", body, resp.StatusCode, b)
 		}
 	}
+	got = apitype.SandboxInfo{}
 	s.call(t, "GET", "/v1/sandboxes/"+sb.ID, "", nil, http.StatusOK, &got)
 	if !samePolicy(got.Network, want) {
 		t.Errorf("after refused policies: %+v", got.Network)
 	}
 
 	// {} closes it again.
-	s.call(t, "PUT", path, `{}`, nil, http.StatusOK, &got)
-	if !got.Network.IsZero() {
-		t.Errorf("PUT {} = %+v", got.Network)
+	var closed apitype.SandboxInfo
+	s.call(t, "PUT", path, `{}`, nil, http.StatusOK, &closed)
+	if !closed.Network.IsZero() {
+		t.Errorf("PUT {} = %+v", closed.Network)
 	}
 }
 
