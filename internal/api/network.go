@@ -167,10 +167,11 @@ func (s *Server) failDial(w http.ResponseWriter, r *http.Request, err error, id 
 }
 
 // headerHas reports whether header name of h lists token (a comma-separated
-// list, compared without case).
+// list, compared without case, each element's parameters aside).
 func headerHas(h http.Header, name, token string) bool {
 	for _, v := range h.Values(name) {
 		for _, t := range strings.Split(v, ",") {
+			t, _, _ = strings.Cut(t, ";")
 			if strings.EqualFold(strings.TrimSpace(t), token) {
 				return true
 			}

@@ -385,7 +385,7 @@ func TestSnapshotBuildStream(t *testing.T) {
 	if _, _, err := s.svc.Exposure("sb-none", 1); err != nil && strings.Contains(err.Error(), "contract stub") {
 		stubbed = true // the service sends no output yet
 	}
-	nd := hdr{"Accept": apitype.ContentTypeNDJSON}
+	nd := hdr{"Accept": apitype.ContentTypeNDJSON + "; charset=utf-8, application/json"}
 	resp, b := s.doString(t, "POST", "/v1/snapshots", `{"tag":"s1","warm":"echo warming-up","pool_size":0}`, nd)
 	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != apitype.ContentTypeNDJSON {
 		t.Fatalf("stream: %d %q %s", resp.StatusCode, resp.Header.Get("Content-Type"), b)
