@@ -91,15 +91,9 @@ func policyHint(err error) error {
 
 // completeNet completes net's ID, then "set".
 func completeNet(cfg *clientConfig) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		switch len(args) {
-		case 0:
-			return cfg.sandboxIDs(cmd.Context(), toComplete, nil), cobra.ShellCompDirectiveNoFileComp
-		case 1:
-			return []cobra.Completion{cobra.CompletionWithDesc("set", "replace the policy")}, cobra.ShellCompDirectiveNoFileComp
-		}
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
+	return completeIDThen(cfg, func(context.Context, string, string) []cobra.Completion {
+		return []cobra.Completion{cobra.CompletionWithDesc("set", "replace the policy")}
+	})
 }
 
 // parsePort reads a TCP port, 1-65535 (0 too if zeroOK).
@@ -266,15 +260,7 @@ func newUnexposeCmd(cfg *clientConfig) *cobra.Command {
 
 // completeUnexpose completes unexpose's ID, then the ports it has exposed.
 func completeUnexpose(cfg *clientConfig) cobra.CompletionFunc {
-	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
-		switch len(args) {
-		case 0:
-			return cfg.sandboxIDs(cmd.Context(), toComplete, nil), cobra.ShellCompDirectiveNoFileComp
-		case 1:
-			return cfg.exposedPorts(cmd.Context(), args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
-		}
-		return nil, cobra.ShellCompDirectiveNoFileComp
-	}
+	return completeIDThen(cfg, cfg.exposedPorts)
 }
 
 // exposedPorts returns the ports sandbox id has exposed that start with

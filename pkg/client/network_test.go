@@ -180,14 +180,20 @@ func TestDialPort(t *testing.T) {
 	}
 }
 
-func TestPortForward(t *testing.T) {
+// forwardSetup is a client of tunnelDaemon and a listener to forward.
+func forwardSetup(t *testing.T) (*Client, net.Listener) {
+	t.Helper()
 	needTunnel(t)
-	srv := tunnelDaemon(t)
-	c := New(srv.URL, testKey)
+	c := New(tunnelDaemon(t).URL, testKey)
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
 	}
+	return c, l
+}
+
+func TestPortForward(t *testing.T) {
+	c, l := forwardSetup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -245,13 +251,7 @@ func TestPortForward(t *testing.T) {
 }
 
 func TestPortForwardRefused(t *testing.T) {
-	needTunnel(t)
-	srv := tunnelDaemon(t)
-	c := New(srv.URL, testKey)
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
+	c, l := forwardSetup(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errs := make(chan error, 1)
