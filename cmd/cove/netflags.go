@@ -34,7 +34,7 @@ func addPolicyFlags(cmd *cobra.Command, cfg *clientConfig, pf *policyFlags, of s
 	fs.StringSliceVar(&pf.p.AllowCIDRs, "allow-cidr", nil, of+": addresses it may reach (203.0.113.0/24, 203.0.113.7); repeatable")
 	fs.StringSliceVar(&pf.p.DenyDomains, "deny-domain", nil, of+": a name it may never reach, whatever else allows it; repeatable")
 	fs.StringSliceVar(&pf.p.DenyCIDRs, "deny-cidr", nil, of+": addresses it may never reach; repeatable")
-	fs.StringSliceVar(&pf.p.Presets, "preset", nil, of+": a policy of the daemon's to add, such as pypi (`cove info` lists them); repeatable")
+	fs.StringSliceVar(&pf.p.Presets, "preset", nil, of+": a policy of the daemon's to add, such as pypi (cove info lists them); repeatable")
 	cmd.RegisterFlagCompletionFunc("preset", completeEach(cfg.presets))
 }
 
