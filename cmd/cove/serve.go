@@ -155,7 +155,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	defer st.Close()
 
-	network, closeNetwork, err := openNetwork(f, log)
+	network, presets, closeNetwork, err := openNetwork(f, log)
 	if err != nil {
 		return err
 	}
@@ -187,13 +187,30 @@ func runServe(ctx context.Context, f serveFlags) error {
 		})
 	}
 	be.version = rt.Version(ctx)
-	return serveHTTP(ctx, f, state, key, svc, be, log)
+	return serveHTTP(ctx, f, state, key, svc, be, presets, log)
 }
 
 // serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and
 // preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
-func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, be backendInfo, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
+	prev, tlsCfg, caPath, err := openPreview(f, state, svc, log)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
+	}
+	var tl net.Listener
+	if tlsCfg != nil {
+		if tl, err = net.Listen("tcp", f.previewHTTPSAddr); err != nil {
+			l.Close()
+			return fmt.Errorf("listen on --preview-https-addr: %w", err)
+		}
+	}
+	netInfo := apitype.NetworkInfo{Enabled: true, Presets: presets, PreviewDomain: f.previewDomain,
+		PreviewHTTPSPort: listenPort(tl), PreviewCA: caPath}
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
 			Version: version, Backend: be.name, BackendReason: be.reason, RuntimeVer: be.version, Accel: be.accel,
@@ -207,11 +224,8 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 				DefaultPids: limits.DefaultPids, MaxPids: limits.MaxPids, OpenFiles: limits.OpenFiles,
 				MemoryBudgetMiB: limits.MemoryBudgetMiB,
 			},
+			Network: netInfo,
 		}
-	}
-	l, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
 	}
 	// /mcp: the MCP tools call this daemon's own REST API over loopback
 	// through pkg/client, the same code path as `cove mcp` over stdio.
@@ -219,24 +233,16 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
 		Version: version, Logger: log,
 	})
-	handler, tlsCfg, err := servePreview(f, state, svc, api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler()}), log)
-	if err != nil {
-		l.Close()
-		return err
-	}
-	newServer := func() *http.Server {
+	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
+		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort})
+	newServer := func(handler http.Handler) *http.Server {
 		return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
-	servers := []*http.Server{newServer()}
+	servers := []*http.Server{newServer(handler)}
 	errc := make(chan error, 2)
 	go func() { errc <- servers[0].Serve(l) }()
-	if tlsCfg != nil {
-		tl, err := net.Listen("tcp", f.previewHTTPSAddr)
-		if err != nil {
-			servers[0].Close()
-			return fmt.Errorf("listen on --preview-https-addr: %w", err)
-		}
-		srv := newServer()
+	if tl != nil {
+		srv := newServer(previewOnly(prev))
 		srv.TLSConfig = tlsCfg
 		servers = append(servers, srv)
 		go func() { errc <- srv.ServeTLS(tl, "", "") }()
