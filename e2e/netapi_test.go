@@ -95,7 +95,7 @@ type createReq struct {
 func createNet(t *testing.T, d *daemon, req apitype.CreateSandboxRequest, p *netPolicy) []sandbox {
 	t.Helper()
 	var infos []netInfo
-	d.call(t, http.MethodPost, "/v1/sandboxes", req.SandboxToken, createReq{req, p}, http.StatusOK, &infos)
+	d.call(t, http.MethodPost, "/v1/sandboxes", req.SandboxToken, createReq{req, p}, http.StatusCreated, &infos)
 	out := make([]sandbox, len(infos))
 	for i, info := range infos {
 		if info.Token == "" || info.Status != apitype.StatusRunning {

@@ -148,7 +148,7 @@ func TestNetworkInheritance(t *testing.T) {
 		snapInfo
 		Children []netInfo `json:"children"`
 	}
-	d.call(t, http.MethodPost, "/v1/sandboxes/"+child.id+"/branch", child.token, apitype.BranchRequest{N: 1}, http.StatusOK, &br)
+	d.call(t, http.MethodPost, "/v1/sandboxes/"+child.id+"/branch", child.token, apitype.BranchRequest{N: 1}, http.StatusCreated, &br)
 	t.Cleanup(func() { deleteSnapshotEventually(t, d, br.Tag) })
 	if len(br.Children) != 1 {
 		t.Fatalf("branch: %d children, want 1", len(br.Children))
