@@ -65,7 +65,7 @@ func TestNetworkCLI(t *testing.T) {
 	warm := "curl -fsS http://" + testnet.AllowedName + "/; sleep 2; echo warm-done"
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, suite.bin, "snapshot", "build", tag, "--allow-domain", testnet.AllowedName, "--warm", warm)
+	cmd := exec.CommandContext(ctx, suite.bin, "snapshot", "build", tag, "--pool-size", "0", "--allow-domain", testnet.AllowedName, "--warm", warm)
 	cmd.Env = cliEnv(d, home)
 	pr, pw := io.Pipe()
 	cmd.Stdout, cmd.Stderr = pw, pw

@@ -233,7 +233,7 @@ func TestExposePort(t *testing.T) {
 	for _, port := range []int{0, 65536, -1} {
 		d.call(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/ports", sb.token, map[string]any{"port": port}, http.StatusBadRequest, nil)
 	}
-	d.call(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/ports", "", map[string]any{"port": 8003}, http.StatusUnauthorized, nil)
+	d.call(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/ports", "", map[string]any{"port": 8003}, http.StatusForbidden, nil)
 
 	// Unexposed, the URL is gone; exposed again, it is back; killed, gone.
 	d.call(t, http.MethodDelete, "/v1/sandboxes/"+sb.id+"/ports/8000", sb.token, nil, http.StatusNoContent, nil)
