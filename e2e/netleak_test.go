@@ -267,5 +267,12 @@ func waitOwnResources(t *testing.T, d *daemon, want resources) {
 			return
 		}
 	}
-	t.Errorf("resources leaked: have %+v, want %+v", got, own(want))
+	var mounts []string
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, d.stateDir()+"/") {
+			mounts = append(mounts, line)
+		}
+	}
+	t.Errorf("resources leaked: have %+v, want %+v; mounts:\n%s", got, own(want), strings.Join(mounts, "\n"))
 }
