@@ -3,7 +3,8 @@
 # daemon of its own (like the e2e tests, on a free port with its own state):
 #   1. @modelcontextprotocol/inspector in CLI mode against `cove mcp` over
 #      stdio: tools/list, a tools/call that works (sandbox_run) and one that
-#      must come back as a tool error (expose_port);
+#      must come back as a tool error (expose_port of a sandbox it does
+#      not know);
 #   2. the @modelcontextprotocol/conformance server suite against the
 #      daemon's /mcp. Scenarios that need the suite's own fixture tools,
 #      resources or prompts fail by design; they are listed with reasons in
@@ -112,7 +113,7 @@ inspect() {
 # --strict: a tool schema that is not portable across clients fails.
 tools=$(inspect --method tools/list --strict) || fail "inspector tools/list"
 n=$(node -e 'const t=JSON.parse(require("fs").readFileSync(0)).tools; console.log(t.length)' <<<"$tools")
-[[ $n == 20 ]] || fail "inspector tools/list: $n tools, want 20"
+[[ $n == 21 ]] || fail "inspector tools/list: $n tools, want 21"
 say "inspector tools/list: $n tools"
 out=$(inspect --method tools/call --tool-name sandbox_run --tool-arg 'command=echo hello from $(hostname)') ||
 	fail "inspector tools/call sandbox_run: $out"
@@ -122,7 +123,7 @@ rc=0
 out=$(inspect --method tools/call --tool-name expose_port --tool-arg sandbox_id=x --tool-arg port=80 2>&1) || rc=$?
 # The inspector exits 5 when a tool reports isError: a tool error, as it
 # must be, not a protocol error.
-[[ $rc == 5 ]] && grep -q 'not available yet' <<<"$out" || fail "inspector expose_port: exit $rc: $out"
+[[ $rc == 5 ]] && grep -q 'missing sandbox token' <<<"$out" || fail "inspector expose_port: exit $rc: $out"
 say "inspector tools/call expose_port: a tool error, as it should be"
 
 # 2. The conformance suite, against /mcp through a proxy that adds the key.

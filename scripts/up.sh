@@ -10,6 +10,11 @@ ADDR=${COVE_ADDR:-127.0.0.1:8080}
 
 install -m 0755 bin/cove /usr/local/bin/cove.new && mv -f /usr/local/bin/cove.new /usr/local/bin/cove
 install -m 0755 bin/cove-agent /usr/local/bin/cove-agent.new && mv -f /usr/local/bin/cove-agent.new /usr/local/bin/cove-agent
+# The named network policies (presets) that sandboxes' policies may name;
+# the daemon reads them at start.
+if [[ -f deploy/network-presets.json ]]; then
+	install -D -m 0644 deploy/network-presets.json /etc/cove/network-presets.json
+fi
 
 bash scripts/down.sh --keep-sandboxes
 echo "up: starting cove serve on $ADDR (log: $LOG)"

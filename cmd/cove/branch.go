@@ -16,6 +16,7 @@ func newBranchCmd(cfg *clientConfig) *cobra.Command {
 		ttl          time.Duration
 		sandboxToken string
 		asJSON, ids  bool
+		pf           policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "branch [flags] ID",
@@ -24,7 +25,9 @@ func newBranchCmd(cfg *clientConfig) *cobra.Command {
 snapshot, pausing it briefly, and start -n children from that snapshot.
 The children's sandbox tokens are remembered for exec and cp. Branching
 copies the sandbox, so it takes the sandbox's token, as exec does; so
-does spawning from the new snapshot later, and cove remembers it for that.`,
+does spawning from the new snapshot later, and cove remembers it for that.
+The snapshot and the children take the sandbox's network policy unless the
+policy flags give another.`,
 		Example: `  cove branch $ID -n 3
   KIDS=$(cove branch $ID -n 3 -q)
   cove branch $ID --tag before-upgrade`,
@@ -36,6 +39,7 @@ does spawning from the new snapshot later, and cove remembers it for that.`,
 			}
 			id := args[0]
 			req.TTLSecs = int64(ttl / time.Second)
+			req.Network = pf.policy()
 			cl, daemon, tok, err := cfg.sandboxClient(sandboxToken, id)
 			if err != nil {
 				return err
@@ -62,6 +66,7 @@ does spawning from the new snapshot later, and cove remembers it for that.`,
 	fs.DurationVar(&ttl, "ttl", 0, "the children's lifetime, e.g. 15m (default: the daemon's)")
 	addSandboxTokenFlag(fs, &sandboxToken)
 	addOutputFlags(fs, &asJSON, &ids, "print only the children's ids, one a line")
+	addPolicyFlags(cmd, cfg, &pf, "the children's egress (default: the sandbox's)")
 	return cmd
 }
 

@@ -189,7 +189,8 @@ func TestBashCompletion(t *testing.T) {
 		line string
 		want []string
 	}{
-		{"cove ex", []string{"exec"}},
+		{"cove ex", []string{"exec", "expose"}},
+		{"cove exp", []string{"expose"}},
 		{"cove sn", []string{"snapshot"}},
 		{"cove exec ", []string{"sb1"}},
 		{"cove kill s", []string{"sb1"}},

@@ -86,6 +86,20 @@ func completeFirst(list func(ctx context.Context, prefix string, skip []string) 
 	}
 }
 
+// completeIDThen completes a verb's first argument with sandbox ids and its
+// second with next(ctx, id, prefix), and offers nothing for the others.
+func completeIDThen(cfg *clientConfig, next func(ctx context.Context, id, prefix string) []cobra.Completion) cobra.CompletionFunc {
+	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+		switch len(args) {
+		case 0:
+			return cfg.sandboxIDs(cmd.Context(), toComplete, nil), cobra.ShellCompDirectiveNoFileComp
+		case 1:
+			return next(cmd.Context(), args[0], toComplete), cobra.ShellCompDirectiveNoFileComp
+		}
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+}
+
 // completeEach completes every argument with list, less those given.
 func completeEach(list func(ctx context.Context, prefix string, skip []string) []cobra.Completion) cobra.CompletionFunc {
 	return func(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {

@@ -15,15 +15,18 @@ func newCreateCmd(cfg *clientConfig) *cobra.Command {
 		ttl          time.Duration
 		sandboxToken string
 		asJSON, ids  bool
+		pf           policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
 		Short: "Create sandboxes",
 		Long: `Create sandboxes, cold-booted from the guest image or started from a
 snapshot, and print them. Their sandbox tokens are remembered for exec and
-cp; --json shows them.`,
+cp; --json shows them. They reach no network unless the policy flags allow
+it (a snapshot's children take its policy); cove net changes it later.`,
 		Example: `  ID=$(cove create -q)
   cove create -n 3 --ttl 1h --cpus 2 --memory-mib 1024
+  cove create --preset pypi --allow-domain example.org
   cove create --snapshot py --json`,
 		Args:              noArgs,
 		ValidArgsFunction: completeNothing,
@@ -32,6 +35,7 @@ cp; --json shows them.`,
 				return err
 			}
 			req.TTLSecs = int64(ttl / time.Second)
+			req.Network = pf.policy()
 			// Cold starts of many sandboxes take a while; allow for them on
 			// top of the usual bound rather than fail a create that is
 			// progressing.
@@ -65,6 +69,7 @@ cp; --json shows them.`,
 	fs.StringVar(&req.SnapshotTag, "snapshot", "", "start from this snapshot tag instead of booting the image")
 	addSnapshotTokenFlag(fs, &sandboxToken)
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
+	addPolicyFlags(cmd, cfg, &pf, "egress")
 	cmd.RegisterFlagCompletionFunc("snapshot", completeEach(cfg.snapshotTags))
 	return cmd
 }

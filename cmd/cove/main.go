@@ -3,6 +3,7 @@
 //	cove serve                 run the daemon
 //	cove image build           build the guest image
 //	cove create|ls|exec|cp|kill|info|bench ...   talk to a running daemon
+//	cove net|expose|ports|unexpose|port-forward  a sandbox's network and ports
 //	cove snapshot|spawn|branch ...               snapshots and their children
 //	cove mcp                   MCP server over stdio, for Claude Code, Cursor, ...
 //	cove completion bash|zsh|fish                shell completion
@@ -56,7 +57,8 @@ of the sandboxes they make.`,
 	)
 	for _, c := range []*cobra.Command{
 		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newKillCmd(cfg),
-		newInfoCmd(cfg),
+		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
+		newPortForwardCmd(cfg),
 	} {
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)

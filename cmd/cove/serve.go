@@ -41,6 +41,8 @@ type serveFlags struct {
 
 	defaultDisk, maxDisk, defaultPids, maxPids, openFiles, memBudget int
 	overcommit                                                       float64
+
+	netFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -56,6 +58,7 @@ are re-attached at its next start.`,
 		Args:              noArgs,
 		ValidArgsFunction: completeNothing,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			f.presetsGiven = cmd.Flags().Changed("network-presets")
 			return runServe(cmd.Context(), f)
 		},
 	}
@@ -91,6 +94,7 @@ are re-attached at its next start.`,
 	fs.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
 	fs.IntVar(&f.startPar, "start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
 	fs.DurationVar(&f.deadKeep, "dead-keep", 10*time.Minute, "how long a sandbox that died stays listed, with why, before it is forgotten")
+	f.netFlags.register(fs)
 	return cmd
 }
 
@@ -113,6 +117,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return fmt.Errorf("--dead-keep must be positive, got %s", f.deadKeep)
 	}
 	if err := f.resolveLimits(); err != nil {
+		return err
+	}
+	if err := f.netFlags.check(); err != nil {
 		return err
 	}
 	var level slog.Level
@@ -148,13 +155,19 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	defer st.Close()
 
+	network, presets, closeNetwork, err := openNetwork(f, log)
+	if err != nil {
+		return err
+	}
+	defer closeNetwork() // after the service's Close, which detaches every sandbox
+
 	if _, _, err := images.Resolve(f.defaultImage); err != nil {
 		log.Warn("default image not found: sandboxes cannot start until it is built (cove image build)", "image", f.defaultImage, "dir", f.imageDir, "err", err)
 	}
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
-		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep,
+		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep, Network: network,
 	})
 	// Recover reads the records and checks the sandboxes in the
 	// background: the API serves at once, and the default snapshot is
@@ -174,12 +187,30 @@ func runServe(ctx context.Context, f serveFlags) error {
 		})
 	}
 	be.version = rt.Version(ctx)
-	return serveHTTP(ctx, f, key, svc, be, log)
+	return serveHTTP(ctx, f, state, key, svc, be, presets, log)
 }
 
-// serveHTTP serves the API (and /mcp) on f.addr until ctx ends.
-func serveHTTP(ctx context.Context, f serveFlags, key string, svc *sandbox.Service, be backendInfo, log *slog.Logger) error {
+// serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and
+// preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
+func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
+	prev, tlsCfg, caPath, err := openPreview(f, state, svc, log)
+	if err != nil {
+		return err
+	}
+	l, err := net.Listen("tcp", f.addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
+	}
+	var tl net.Listener
+	if tlsCfg != nil {
+		if tl, err = net.Listen("tcp", f.previewHTTPSAddr); err != nil {
+			l.Close()
+			return fmt.Errorf("listen on --preview-https-addr: %w", err)
+		}
+	}
+	netInfo := apitype.NetworkInfo{Enabled: true, Presets: presets, PreviewDomain: f.previewDomain,
+		PreviewHTTPSPort: listenPort(tl), PreviewCA: caPath}
 	info := func(ctx context.Context) apitype.Info {
 		return apitype.Info{
 			Version: version, Backend: be.name, BackendReason: be.reason, RuntimeVer: be.version, Accel: be.accel,
@@ -193,11 +224,8 @@ func serveHTTP(ctx context.Context, f serveFlags, key string, svc *sandbox.Servi
 				DefaultPids: limits.DefaultPids, MaxPids: limits.MaxPids, OpenFiles: limits.OpenFiles,
 				MemoryBudgetMiB: limits.MemoryBudgetMiB,
 			},
+			Network: netInfo,
 		}
-	}
-	l, err := net.Listen("tcp", f.addr)
-	if err != nil {
-		return fmt.Errorf("listen: %w (is another cove daemon running? stop it with `make down`)", err)
 	}
 	// /mcp: the MCP tools call this daemon's own REST API over loopback
 	// through pkg/client, the same code path as `cove mcp` over stdio.
@@ -205,21 +233,34 @@ func serveHTTP(ctx context.Context, f serveFlags, key string, svc *sandbox.Servi
 		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
 		Version: version, Logger: log,
 	})
-	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler()})
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
-	log.Info("cove serving", "addr", l.Addr().String(), "version", version, "sandboxes", svc.Count())
-	errc := make(chan error, 1)
-	go func() { errc <- srv.Serve(l) }()
-	select {
-	case err := <-errc:
-		return err
-	case <-ctx.Done():
+	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
+		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort})
+	newServer := func(handler http.Handler) *http.Server {
+		return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
-	log.Info("shutting down; sandboxes keep running and are re-attached at the next start")
+	servers := []*http.Server{newServer(handler)}
+	errc := make(chan error, 2)
+	go func() { errc <- servers[0].Serve(l) }()
+	if tl != nil {
+		srv := newServer(previewOnly(prev))
+		srv.TLSConfig = tlsCfg
+		servers = append(servers, srv)
+		go func() { errc <- srv.ServeTLS(tl, "", "") }()
+		log.Info("serving preview URLs over HTTPS", "addr", tl.Addr().String())
+	}
+	log.Info("cove serving", "addr", l.Addr().String(), "version", version, "sandboxes", svc.Count())
+	var serveErr error
+	select {
+	case serveErr = <-errc:
+	case <-ctx.Done():
+		log.Info("shutting down; sandboxes keep running and are re-attached at the next start")
+	}
 	sctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	srv.Shutdown(sctx)
-	return nil
+	for _, srv := range servers {
+		srv.Shutdown(sctx)
+	}
+	return serveErr
 }
 
 // backendInfo is the backend the daemon chose, and why, for cove info.

@@ -38,16 +38,22 @@ func newSnapshotBuildCmd(cfg *clientConfig) *cobra.Command {
 		req    apitype.CreateSnapshotRequest
 		pool   int
 		asJSON bool
+		pf     policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "build [flags] TAG",
 		Short: "Build a snapshot: boot a sandbox, warm it, checkpoint it",
-		Example: `  cove snapshot build py --warm 'pip install numpy pandas'
+		Long: `Build snapshot TAG: boot a sandbox from the image, run the --warm command
+in it (its output shows on stderr as it runs), warm the Python interpreter,
+and checkpoint it all. The policy flags open the network while it warms,
+and its children start with the same policy.`,
+		Example: `  cove snapshot build py --preset pypi --warm 'pip install numpy pandas'
+  cove snapshot build py --allow-domain pypi.org --allow-domain files.pythonhosted.org --warm 'pip install numpy'
   cove snapshot build big --cpus 4 --memory-mib 4096 --pool-size 0`,
 		Args:              nArgs(1, 1, "give one snapshot TAG"),
 		ValidArgsFunction: completeNothing,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			req.Tag = args[0]
+			req.Tag, req.Network = args[0], pf.policy()
 			if pool >= 0 {
 				req.PoolSize = &pool
 			}
@@ -60,7 +66,7 @@ func newSnapshotBuildCmd(cfg *clientConfig) *cobra.Command {
 				fmt.Fprintf(stderr, "building snapshot %s: booting a sandbox, warming it and checkpointing; this can take a minute...\n", req.Tag)
 			}
 			t0 := time.Now()
-			si, err := cl.CreateSnapshot(cmd.Context(), req)
+			si, err := cl.BuildSnapshot(cmd.Context(), req, stderr)
 			if err != nil {
 				if errors.Is(err, client.ErrConflict) {
 					err = fmt.Errorf("%w\n  hint: a snapshot %s exists; `cove snapshot rm %s` first, or pick another tag", err, req.Tag, req.Tag)
@@ -83,6 +89,7 @@ func newSnapshotBuildCmd(cfg *clientConfig) *cobra.Command {
 	fs.IntVar(&req.Pids, "pids", 0, "processes and threads of sandboxes spawned from it (default: the daemon's)")
 	fs.IntVar(&pool, "pool-size", -1, "sandboxes kept restored and ready to hand out (default: the daemon's)")
 	addOutputFlags(fs, &asJSON, nil, "")
+	addPolicyFlags(cmd, cfg, &pf, "egress while it warms, and of its children")
 	return cmd
 }
 

@@ -14,15 +14,18 @@ func newSpawnCmd(cfg *clientConfig) *cobra.Command {
 		ttl          time.Duration
 		sandboxToken string
 		asJSON, ids  bool
+		pf           policyFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "spawn [flags] TAG",
 		Short: "Start sandboxes from a snapshot",
 		Long: `Start sandboxes from snapshot TAG (cove snapshot ls lists them): in
 milliseconds from its warm pool, else restored. Their sandbox tokens are
-remembered for exec and cp; --json shows them.`,
+remembered for exec and cp; --json shows them. They take the snapshot's
+network policy unless the policy flags give another.`,
 		Example: `  ID=$(cove spawn default -q)
   cove spawn py -n 10 --ttl 30m
+  cove spawn py --allow-domain example.org
   cove spawn py --prewarm`,
 		Args:              nArgs(1, 1, "give one snapshot TAG (`cove snapshot ls` lists them)"),
 		ValidArgsFunction: completeFirst(cfg.snapshotTags),
@@ -31,6 +34,7 @@ remembered for exec and cp; --json shows them.`,
 				return err
 			}
 			req.SnapshotTag, req.TTLSecs = args[0], int64(ttl/time.Second)
+			req.Network = pf.policy()
 			cl, daemon, err := cfg.client()
 			if err != nil {
 				return err
@@ -51,5 +55,6 @@ remembered for exec and cp; --json shows them.`,
 	fs.BoolVar(&req.Prewarm, "prewarm", false, "also refill the snapshot's warm pool, so the next spawn is served from it")
 	addSnapshotTokenFlag(fs, &sandboxToken)
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
+	addPolicyFlags(cmd, cfg, &pf, "egress (default: the snapshot's)")
 	return cmd
 }

@@ -16,6 +16,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/netpolicy"
+	"github.com/cove-sandbox/cove/internal/preview"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -35,6 +37,19 @@ type Config struct {
 	// the connection is cut (0: 30 s). Only stalls count: an upload of
 	// any size at any steady speed is fine.
 	BodyIdleTimeout time.Duration
+
+	// Preview, if set, serves the requests it matches (Host
+	// PORT-ID.<domain>, or the E2B headers) before any API route, with
+	// their own authentication, and names exposed ports' URLs. Nil: no
+	// previews, and ports have no URL.
+	Preview *preview.Proxy
+	// PreviewScheme ("" is http) and PreviewPort are those of the listener
+	// the API is served on, which preview URLs name.
+	PreviewScheme string
+	PreviewPort   int
+	// PreviewHTTPSPort, if not zero, is the port of the daemon's HTTPS
+	// preview listener: exposed ports get an https_url on it too.
+	PreviewHTTPSPort int
 }
 
 // Server is the REST API.
@@ -75,6 +90,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.auth(s.deleteSandbox))
 	m.HandleFunc("POST /v1/sandboxes/{id}/extend", s.auth(s.extend))
+	m.HandleFunc("PUT /v1/sandboxes/{id}/network", s.auth(s.setNetwork))
 
 	// Branch and snapshot copy a sandbox's state: they take its token, as
 	// the data plane does.
@@ -93,6 +109,10 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/sandboxes/{id}/files", s.data(s.getFile))
 	m.HandleFunc("GET /v1/sandboxes/{id}/list", s.data(s.listFiles))
 	m.HandleFunc("POST /v1/sandboxes/{id}/wait", s.data(s.wait))
+	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
+	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
+	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))
+	m.HandleFunc("GET /v1/sandboxes/{id}/ports/{port}/connect", s.data(s.connectPort))
 
 	// sandboxd's API, verbatim.
 	m.HandleFunc("POST /sandboxes", s.auth(s.compatCreate))
@@ -109,8 +129,9 @@ func (s *Server) routes() {
 	})
 }
 
-// ServeHTTP implements http.Handler. A panic becomes a 500 with a short
-// message, never a stack trace.
+// ServeHTTP implements http.Handler: a preview request goes to the preview
+// proxy, anything else to the API's routes. A panic becomes a 500 with a
+// short message, never a stack trace.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	defer func() {
 		if v := recover(); v != nil {
@@ -121,6 +142,14 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
 		}
 	}()
+	if p := s.cfg.Preview; p != nil {
+		// Before the body watch: a preview streams, or becomes a
+		// WebSocket, for as long as its two ends want.
+		if _, _, ok := p.Match(r); ok {
+			p.ServeHTTP(w, r)
+			return
+		}
+	}
 	watchBody(w, r, s.cfg.BodyIdleTimeout)
 	s.mux.ServeHTTP(w, r)
 }
@@ -183,37 +212,48 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 		writeError(w, http.StatusRequestTimeout, apitype.CodeTimeout, fmt.Sprintf("the request body stalled: nothing arrived for %s", s.cfg.BodyIdleTimeout))
 		return
 	}
-	status, code := http.StatusInternalServerError, apitype.CodeInternal
-	switch {
-	case errors.Is(err, sandbox.ErrDead):
-		status, code = http.StatusGone, apitype.CodeGone
-	case errors.Is(err, sandbox.ErrInvalid):
-		status, code = http.StatusBadRequest, apitype.CodeBadRequest
-	case errors.Is(err, sandbox.ErrNotFound):
-		status, code = http.StatusNotFound, apitype.CodeNotFound
-	case errors.Is(err, sandbox.ErrForbidden):
-		status, code = http.StatusForbidden, apitype.CodeForbidden
-	case errors.Is(err, sandbox.ErrConflict):
-		status, code = http.StatusConflict, apitype.CodeConflict
-	case errors.Is(err, sandbox.ErrLimit):
-		status, code = http.StatusTooManyRequests, apitype.CodeLimit
-	case errors.Is(err, sandbox.ErrTooLarge):
-		status, code = http.StatusRequestEntityTooLarge, apitype.CodeTooLarge
-	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
-		status, code = http.StatusGatewayTimeout, apitype.CodeTimeout
-	case errors.Is(err, sandbox.ErrUnavailable):
-		status, code = http.StatusServiceUnavailable, apitype.CodeUnavailable
-		if errors.Is(err, sandbox.ErrRetry) {
-			w.Header().Set("Retry-After", strconv.Itoa(int(sandbox.RetryAfter/time.Second)))
-		}
-	case errors.Is(err, context.Canceled):
-		// The client went away; nobody reads the answer.
-		status, code = 499, "canceled"
+	status, code := errStatus(err)
+	if errors.Is(err, sandbox.ErrRetry) {
+		w.Header().Set("Retry-After", strconv.Itoa(int(sandbox.RetryAfter/time.Second)))
 	}
+	s.logFailure(r, status, err)
+	writeError(w, status, code, err.Error()+hint(err))
+}
+
+// logFailure logs a request that failed with status because of err: a
+// failure of the daemon's own, not the client's or a passing one.
+func (s *Server) logFailure(r *http.Request, status int, err error) {
 	if status >= 500 && !errors.Is(err, sandbox.ErrRetry) {
 		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
-	writeError(w, status, code, err.Error()+hint(err))
+}
+
+// errStatus is the status and code err's sentinel maps to.
+func errStatus(err error) (int, string) {
+	switch {
+	case errors.Is(err, sandbox.ErrDead):
+		return http.StatusGone, apitype.CodeGone
+	case errors.Is(err, sandbox.ErrInvalid), errors.Is(err, netpolicy.ErrInvalid):
+		return http.StatusBadRequest, apitype.CodeBadRequest
+	case errors.Is(err, sandbox.ErrNotFound), errors.Is(err, preview.ErrNotFound):
+		return http.StatusNotFound, apitype.CodeNotFound
+	case errors.Is(err, sandbox.ErrForbidden):
+		return http.StatusForbidden, apitype.CodeForbidden
+	case errors.Is(err, sandbox.ErrConflict):
+		return http.StatusConflict, apitype.CodeConflict
+	case errors.Is(err, sandbox.ErrLimit):
+		return http.StatusTooManyRequests, apitype.CodeLimit
+	case errors.Is(err, sandbox.ErrTooLarge):
+		return http.StatusRequestEntityTooLarge, apitype.CodeTooLarge
+	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
+		return http.StatusGatewayTimeout, apitype.CodeTimeout
+	case errors.Is(err, sandbox.ErrUnavailable):
+		return http.StatusServiceUnavailable, apitype.CodeUnavailable
+	case errors.Is(err, context.Canceled):
+		// The client went away; nobody reads the answer.
+		return 499, "canceled"
+	}
+	return http.StatusInternalServerError, apitype.CodeInternal
 }
 
 // hint is what the API adds to a service error: the service knows neither

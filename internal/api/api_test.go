@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
@@ -43,6 +44,8 @@ type testServer struct {
 	url string
 	svc *sandbox.Service
 	rt  *runtimetest.Fake
+	net *fakeNetwork
+	cfg Config
 }
 
 // newServer starts the API over a fresh service; opts adjust its Config.
@@ -57,24 +60,30 @@ func newServer(t *testing.T, opts ...func(*Config)) *testServer {
 	t.Cleanup(func() { st.Close() })
 	rt := runtimetest.New(t)
 	log := slog.New(slog.DiscardHandler)
+	fnet := newFakeNetwork()
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: runtimetest.NewImages(map[string]string{"default": "default-0001"}), DefaultImage: "default",
 		Limits: testLimits, Logger: log, StartTimeout: 5 * time.Second, SnapshotDir: filepath.Join(t.TempDir(), "snapshots"),
+		Network: fnet,
 	})
 	if err := svc.Recover(ctx); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(svc.Close)
+	srv := httptest.NewUnstartedServer(nil)
 	cfg := Config{Service: svc, APIKey: testKey, Version: "v-test", Logger: log,
 		Info: func(ctx context.Context) apitype.Info {
 			return apitype.Info{Version: "v-test", Backend: svc.Backend(), Sandboxes: svc.Count()}
-		}}
+		},
+		PreviewPort: srv.Listener.Addr().(*net.TCPAddr).Port,
+	}
 	for _, o := range opts {
 		o(&cfg)
 	}
-	srv := httptest.NewServer(New(cfg))
+	srv.Config.Handler = New(cfg)
+	srv.Start()
 	t.Cleanup(srv.Close)
-	return &testServer{url: srv.URL, svc: svc, rt: rt}
+	return &testServer{url: srv.URL, svc: svc, rt: rt, net: fnet, cfg: cfg}
 }
 
 // hdr is a request's headers. The API key is sent unless Authorization

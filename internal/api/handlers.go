@@ -48,12 +48,21 @@ func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-func sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
-	return apitype.SandboxInfo{
+// sandboxInfo is a sandbox as the API shows it. Its ports go without their
+// tokens: only the sandbox's token shows those (GET .../ports).
+func (s *Server) sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
+	out := apitype.SandboxInfo{
 		ID: i.ID, Status: i.Status, Backend: i.Backend, Image: i.Image, SnapshotTag: i.SnapshotTag,
 		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids, CreatedAtUnix: i.CreatedAt.Unix(),
 		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token, DeadReason: i.DeadReason, DiedAtUnix: unixOrZero(i.DiedAt),
+		Network: apitype.NetworkPolicy(i.Network),
 	}
+	for _, p := range i.Ports {
+		pi := s.portInfo(i.ID, p)
+		pi.Token = ""
+		out.Ports = append(out.Ports, pi)
+	}
+	return out
 }
 
 // unixOrZero is t in Unix seconds, 0 for the zero time.
@@ -77,6 +86,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Pids: req.Pids, SnapshotToken: sandboxToken(r),
+		Network: policy(req.Network),
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -92,7 +102,7 @@ func (s *Server) createSandboxes(w http.ResponseWriter, r *http.Request) {
 	}
 	out := make([]apitype.SandboxInfo, len(infos))
 	for i, info := range infos {
-		out[i] = sandboxInfo(info)
+		out[i] = s.sandboxInfo(info)
 	}
 	writeJSON(w, http.StatusCreated, out)
 }
@@ -111,7 +121,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 	infos := s.svc.List()
 	out := make([]apitype.SandboxInfo, len(infos))
 	for i, info := range infos {
-		out[i] = sandboxInfo(info)
+		out[i] = s.sandboxInfo(info)
 	}
 	writeJSON(w, http.StatusOK, out)
 }
@@ -122,7 +132,7 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sandboxInfo(info))
+	writeJSON(w, http.StatusOK, s.sandboxInfo(info))
 }
 
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
@@ -144,7 +154,7 @@ func (s *Server) extend(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	writeJSON(w, http.StatusOK, sandboxInfo(info))
+	writeJSON(w, http.StatusOK, s.sandboxInfo(info))
 }
 
 func (s *Server) ping(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {

@@ -1,8 +1,11 @@
 package api
 
 import (
+	"encoding/json"
 	"fmt"
 	"net/http"
+	"sync"
+	"unicode/utf8"
 
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -13,7 +16,7 @@ func snapshotInfo(i sandbox.SnapshotInfo) apitype.SnapshotInfo {
 		Tag: i.Tag, CreatedAtUnix: i.CreatedAt.Unix(), BranchedFrom: i.BranchedFrom, Parent: i.Parent,
 		Depth: i.Depth, Backend: i.Backend, Image: i.Image, CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids,
 		SizeBytes: i.SizeBytes, PoolSize: i.PoolSize, PoolReady: i.PoolReady, Children: i.Children,
-		RuntimeVersion: i.RuntimeVersion,
+		RuntimeVersion: i.RuntimeVersion, Network: apitype.NetworkPolicy(i.Network),
 	}
 }
 
@@ -30,10 +33,18 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	info, err := s.svc.BuildSnapshot(r.Context(), sandbox.BuildOptions{
+	o := sandbox.BuildOptions{
 		Tag: req.Tag, Image: req.Image, Warm: req.Warm, CPUs: req.CPUs, MemoryMiB: req.MemoryMiB,
-		DiskMiB: req.DiskMiB, Pids: req.Pids, PoolSize: pool,
-	})
+		DiskMiB: req.DiskMiB, Pids: req.Pids, PoolSize: pool, Network: policy(req.Network),
+	}
+	if headerHas(r.Header, "Accept", apitype.ContentTypeNDJSON) {
+		st := &buildStream{w: w}
+		o.Output = st
+		info, err := s.svc.BuildSnapshot(r.Context(), o)
+		s.endStream(w, r, st, info, err)
+		return
+	}
+	info, err := s.svc.BuildSnapshot(r.Context(), o)
 	if err != nil {
 		s.fail(w, r, err)
 		return
@@ -81,7 +92,7 @@ func (s *Server) branch(withChildren bool) func(http.ResponseWriter, *http.Reque
 			return
 		}
 		res, err := sb.Branch(r.Context(), sandbox.BranchOptions{
-			Tag: req.Tag, N: req.N, TTL: ttl(req.TTLSecs),
+			Tag: req.Tag, N: req.N, TTL: ttl(req.TTLSecs), Network: policy(req.Network),
 		})
 		if err != nil {
 			s.fail(w, r, err)
@@ -93,8 +104,89 @@ func (s *Server) branch(withChildren bool) func(http.ResponseWriter, *http.Reque
 			StoppedMs:    float64(res.Stopped.Microseconds()) / 1000,
 		}
 		for _, c := range res.Children {
-			out.Children = append(out.Children, sandboxInfo(c))
+			out.Children = append(out.Children, s.sandboxInfo(c))
 		}
 		writeJSON(w, http.StatusCreated, out)
 	}
+}
+
+// buildStream is the Output of a streamed snapshot build: each write of
+// the warm command's output is sent at once as an NDJSON line. The answer
+// starts (200) with the first line, so a build refused before any output,
+// such as for a tag taken, still answers with its own status.
+type buildStream struct {
+	w http.ResponseWriter
+
+	mu      sync.Mutex
+	started bool
+	ended   bool
+	partial []byte // the start of a UTF-8 sequence that a write cut
+	err     error  // of a write to the client
+}
+
+func (b *buildStream) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended || b.err != nil {
+		return len(p), b.err
+	}
+	text := append(b.partial, p...)
+	cut := len(text)
+	// Hold back an incomplete last character for the next write, so that
+	// a character split across writes is not garbled.
+	for i := len(text) - 1; i >= 0 && i >= len(text)-utf8.UTFMax; i-- {
+		if utf8.RuneStart(text[i]) {
+			if !utf8.FullRune(text[i:]) {
+				cut = i
+			}
+			break
+		}
+	}
+	b.partial = append([]byte(nil), text[cut:]...)
+	if cut > 0 {
+		b.send(apitype.SnapshotBuildEvent{Output: string(text[:cut])})
+	}
+	return len(p), b.err
+}
+
+// send writes one line and flushes it; b.mu is held.
+func (b *buildStream) send(ev apitype.SnapshotBuildEvent) {
+	if !b.started {
+		b.started = true
+		b.w.Header().Set("Content-Type", apitype.ContentTypeNDJSON)
+		b.w.Header().Set("X-Content-Type-Options", "nosniff")
+		b.w.WriteHeader(http.StatusOK)
+	}
+	line, _ := json.Marshal(ev) // of plain fields: cannot fail
+	if _, err := b.w.Write(append(line, '\n')); err != nil {
+		b.err = err
+		return
+	}
+	if err := http.NewResponseController(b.w).Flush(); err != nil {
+		b.err = err
+	}
+}
+
+// endStream sends a streamed build's last line: the snapshot, or the error
+// that ended the build; or, if no output was sent yet, a plain error answer
+// with its status.
+func (s *Server) endStream(w http.ResponseWriter, r *http.Request, b *buildStream, info sandbox.SnapshotInfo, err error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.ended = true
+	if err != nil && !b.started {
+		s.fail(w, r, err)
+		return
+	}
+	if len(b.partial) > 0 {
+		b.send(apitype.SnapshotBuildEvent{Output: string(b.partial)})
+	}
+	if err != nil {
+		status, code := errStatus(err)
+		s.logFailure(r, status, err)
+		b.send(apitype.SnapshotBuildEvent{Error: &apitype.ErrorBody{Error: err.Error() + hint(err), Code: code}})
+		return
+	}
+	si := snapshotInfo(info)
+	b.send(apitype.SnapshotBuildEvent{Snapshot: &si})
 }

@@ -1,6 +1,7 @@
 // Package fakedaemon is an in-memory cove daemon for tests of API
 // clients (the CLI, the bench): sandboxes, snapshots with pools, spawn,
-// exec and branch, enough for their bookkeeping, and nothing run.
+// exec and branch, network policies and exposed ports, enough for their
+// bookkeeping, and nothing run.
 package fakedaemon
 
 import (
@@ -40,6 +41,7 @@ type Daemon struct {
 type sandbox struct {
 	info  apitype.SandboxInfo
 	chain string
+	ports map[int]apitype.PortInfo
 }
 
 type snapshot struct {
@@ -57,32 +59,51 @@ func New() *Daemon {
 		snapshots: map[string]*snapshot{},
 	}
 	routes := map[string]func(*http.Request) (int, any){
-		"GET /healthz":                     func(*http.Request) (int, any) { return 200, map[string]bool{"ok": true} },
-		"GET /v1/info":                     func(*http.Request) (int, any) { return 200, f.Info },
-		"POST /v1/snapshots":               f.createSnapshot,
-		"GET /v1/snapshots":                f.listSnapshots,
-		"GET /v1/snapshots/{tag}":          f.getSnapshot,
-		"DELETE /v1/snapshots/{tag}":       f.deleteSnapshot,
-		"POST /v1/sandboxes":               f.createSandboxes,
-		"GET /v1/sandboxes":                f.listSandboxes,
-		"DELETE /v1/sandboxes/{id}":        f.inSandbox(f.deleteSandbox),
-		"POST /v1/sandboxes/{id}/exec":     f.inSandbox(f.exec),
-		"POST /v1/sandboxes/{id}/branch":   f.inSandbox(f.branch),
-		"POST /v1/sandboxes/{id}/snapshot": f.inSandbox(f.branch),
+		"GET /healthz":                           func(*http.Request) (int, any) { return 200, map[string]bool{"ok": true} },
+		"GET /v1/info":                           func(*http.Request) (int, any) { return 200, f.Info },
+		"POST /v1/snapshots":                     f.createSnapshot,
+		"GET /v1/snapshots":                      f.listSnapshots,
+		"GET /v1/snapshots/{tag}":                f.getSnapshot,
+		"DELETE /v1/snapshots/{tag}":             f.deleteSnapshot,
+		"POST /v1/sandboxes":                     f.createSandboxes,
+		"GET /v1/sandboxes":                      f.listSandboxes,
+		"GET /v1/sandboxes/{id}":                 f.onSandbox(f.getSandbox),
+		"DELETE /v1/sandboxes/{id}":              f.onSandbox(f.deleteSandbox),
+		"PUT /v1/sandboxes/{id}/network":         f.onSandbox(f.setNetwork),
+		"POST /v1/sandboxes/{id}/ports":          f.inSandbox(f.exposePort),
+		"GET /v1/sandboxes/{id}/ports":           f.inSandbox(f.listPorts),
+		"DELETE /v1/sandboxes/{id}/ports/{port}": f.inSandbox(f.unexposePort),
+		"POST /v1/sandboxes/{id}/exec":           f.inSandbox(f.exec),
+		"POST /v1/sandboxes/{id}/branch":         f.inSandbox(f.branch),
+		"POST /v1/sandboxes/{id}/snapshot":       f.inSandbox(f.branch),
 	}
 	for pattern, h := range routes {
 		f.mux.HandleFunc(pattern, func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			status, v := h(r)
 			f.mu.Unlock()
+			if lines, ok := v.(ndjson); ok {
+				w.Header().Set("Content-Type", apitype.ContentTypeNDJSON)
+				w.WriteHeader(status)
+				for _, l := range lines {
+					json.NewEncoder(w).Encode(l)
+					w.(http.Flusher).Flush()
+				}
+				return
+			}
+			w.Header().Set("Content-Type", "application/json")
 			w.WriteHeader(status)
 			if v != nil {
 				json.NewEncoder(w).Encode(v)
 			}
 		})
 	}
+	f.mux.HandleFunc("GET /v1/sandboxes/{id}/ports/{port}/connect", f.connect)
 	return f
 }
+
+// ndjson is an answer streamed one value a line.
+type ndjson []any
 
 // ServeHTTP implements http.Handler.
 func (f *Daemon) ServeHTTP(w http.ResponseWriter, r *http.Request) { f.mux.ServeHTTP(w, r) }
@@ -94,6 +115,8 @@ func fail(status int, code, msg string) (int, any) {
 // decode reads the request's JSON body into v; the callers are trusted.
 func decode(r *http.Request, v any) { json.NewDecoder(r.Body).Decode(v) }
 
+// createSnapshot builds a snapshot; a build that accepts NDJSON streams
+// "warming: WARM" as the warm command's output first.
 func (f *Daemon) createSnapshot(r *http.Request) (int, any) {
 	var req apitype.CreateSnapshotRequest
 	decode(r, &req)
@@ -105,7 +128,13 @@ func (f *Daemon) createSnapshot(r *http.Request) (int, any) {
 		si.PoolSize = *req.PoolSize
 		si.PoolReady = si.PoolSize
 	}
+	if req.Network != nil {
+		si.Network = *req.Network
+	}
 	f.snapshots[req.Tag] = &snapshot{info: si}
+	if strings.Contains(r.Header.Get("Accept"), apitype.ContentTypeNDJSON) {
+		return 200, ndjson{apitype.SnapshotBuildEvent{Output: "warming: " + req.Warm + "\n"}, apitype.SnapshotBuildEvent{Snapshot: &si}}
+	}
 	return 201, si
 }
 
@@ -149,12 +178,13 @@ func (f *Daemon) deleteSnapshot(r *http.Request) (int, any) {
 	return 204, nil
 }
 
-// add makes a sandbox spawned from tag with the given /tmp/chain.
-func (f *Daemon) add(tag, chain string) apitype.SandboxInfo {
+// add makes a sandbox spawned from tag with the given /tmp/chain and
+// network policy.
+func (f *Daemon) add(tag, chain string, p apitype.NetworkPolicy) apitype.SandboxInfo {
 	f.next++
 	id := fmt.Sprintf("sb-%d", f.next)
-	info := apitype.SandboxInfo{ID: id, Status: "running", SnapshotTag: tag, Token: "tok-" + id}
-	f.sandboxes[info.ID] = &sandbox{info: info, chain: chain}
+	info := apitype.SandboxInfo{ID: id, Status: "running", SnapshotTag: tag, Token: "tok-" + id, Network: p}
+	f.sandboxes[info.ID] = &sandbox{info: info, chain: chain, ports: map[int]apitype.PortInfo{}}
 	return info
 }
 
@@ -162,6 +192,7 @@ func (f *Daemon) createSandboxes(r *http.Request) (int, any) {
 	var req apitype.CreateSandboxRequest
 	decode(r, &req)
 	var chain string
+	var policy apitype.NetworkPolicy
 	if req.SnapshotTag != "" {
 		s := f.snapshots[req.SnapshotTag]
 		if s == nil {
@@ -170,14 +201,17 @@ func (f *Daemon) createSandboxes(r *http.Request) (int, any) {
 		if s.token != "" && r.Header.Get(apitype.SandboxTokenHeader) != s.token {
 			return fail(403, apitype.CodeForbidden, "snapshot "+req.SnapshotTag+" takes the token of "+s.info.BranchedFrom)
 		}
-		chain = s.chain
+		chain, policy = s.chain, s.info.Network
 		if s.info.PoolReady > 0 {
 			s.info.PoolReady--
 		}
 	}
+	if req.Network != nil {
+		policy = *req.Network
+	}
 	var out []apitype.SandboxInfo
 	for range max(req.N, 1) {
-		out = append(out, f.add(req.SnapshotTag, chain))
+		out = append(out, f.add(req.SnapshotTag, chain, policy))
 	}
 	if f.dropSpawns && req.SnapshotTag != "" {
 		return fail(504, apitype.CodeTimeout, "took too long")
@@ -195,22 +229,44 @@ func (f *Daemon) listSandboxes(*http.Request) (int, any) {
 	return 200, out
 }
 
-// inSandbox adapts a handler of the sandbox the path names, answering
-// 404 if there is none, and 403 without its token (but for DELETE, which
-// takes the API key alone).
-func (f *Daemon) inSandbox(h func(*sandbox, *http.Request) (int, any)) func(*http.Request) (int, any) {
+// onSandbox adapts a handler of the sandbox the path names, answering 404
+// if there is none.
+func (f *Daemon) onSandbox(h func(*sandbox, *http.Request) (int, any)) func(*http.Request) (int, any) {
 	return func(r *http.Request) (int, any) {
 		id := r.PathValue("id")
 		sb := f.sandboxes[id]
 		if sb == nil {
 			return fail(404, apitype.CodeNotFound, "no sandbox "+id)
 		}
-		if r.Method != http.MethodDelete && r.Header.Get(apitype.SandboxTokenHeader) != sb.info.Token {
-			return fail(403, apitype.CodeForbidden, "wrong token for sandbox "+id)
-		}
 		return h(sb, r)
 	}
 }
+
+// inSandbox is onSandbox for a call that takes the sandbox's token too:
+// 403 without it.
+func (f *Daemon) inSandbox(h func(*sandbox, *http.Request) (int, any)) func(*http.Request) (int, any) {
+	return f.onSandbox(func(sb *sandbox, r *http.Request) (int, any) {
+		if r.Header.Get(apitype.SandboxTokenHeader) != sb.info.Token {
+			return fail(403, apitype.CodeForbidden, "wrong token for sandbox "+sb.info.ID)
+		}
+		return h(sb, r)
+	})
+}
+
+// public is a sandbox's description as GET shows it: no tokens.
+func (sb *sandbox) public() apitype.SandboxInfo {
+	info := sb.info
+	info.Token = ""
+	info.Ports = nil
+	for _, p := range slices.Sorted(maps.Keys(sb.ports)) {
+		pi := sb.ports[p]
+		pi.Token = ""
+		info.Ports = append(info.Ports, pi)
+	}
+	return info
+}
+
+func (f *Daemon) getSandbox(sb *sandbox, _ *http.Request) (int, any) { return 200, sb.public() }
 
 func (f *Daemon) deleteSandbox(sb *sandbox, _ *http.Request) (int, any) {
 	delete(f.sandboxes, sb.info.ID)
@@ -232,14 +288,17 @@ func (f *Daemon) exec(sb *sandbox, r *http.Request) (int, any) {
 func (f *Daemon) branch(sb *sandbox, r *http.Request) (int, any) {
 	var req apitype.BranchRequest
 	decode(r, &req)
-	si := apitype.SnapshotInfo{Tag: req.Tag, BranchedFrom: sb.info.ID, Parent: sb.info.SnapshotTag}
+	si := apitype.SnapshotInfo{Tag: req.Tag, BranchedFrom: sb.info.ID, Parent: sb.info.SnapshotTag, Network: sb.info.Network}
+	if req.Network != nil {
+		si.Network = *req.Network
+	}
 	if p := f.snapshots[sb.info.SnapshotTag]; p != nil {
 		si.Depth = p.info.Depth + 1
 	}
 	f.snapshots[req.Tag] = &snapshot{info: si, chain: sb.chain, token: sb.info.Token}
 	br := apitype.BranchResponse{SnapshotInfo: si, PauseMs: 42, StoppedMs: 7}
 	for range req.N {
-		br.Children = append(br.Children, f.add(req.Tag, sb.chain))
+		br.Children = append(br.Children, f.add(req.Tag, sb.chain, si.Network))
 	}
 	return 201, br
 }

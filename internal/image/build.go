@@ -250,6 +250,12 @@ func (b *builder) makeImage(ctx context.Context, baseRoot string, m Manifest, ag
 	if err := installAgent(rootfs, agent); err != nil {
 		return Image{}, fmt.Errorf("install agent: %w", err)
 	}
+	for p, content := range layerFiles() {
+		// A new inode: rootfs shares the base's by hard link.
+		if err := writeGuestFile(rootfs, p, content, 0o644); err != nil {
+			return Image{}, fmt.Errorf("write %s: %w", p, err)
+		}
+	}
 	m.Created = time.Now().UTC().Truncate(time.Second)
 	if m.SizeBytes, err = treeSize(rootfs); err != nil {
 		return Image{}, err

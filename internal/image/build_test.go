@@ -172,6 +172,13 @@ func TestBuild(t *testing.T) {
 	if fi, err := os.Lstat(filepath.Join(img.Rootfs, "etc/resolv.conf")); err != nil || !fi.Mode().IsRegular() {
 		t.Errorf("resolv.conf: %v %v", fi, err)
 	}
+	// The layer's resolver is the image's own file, not the base's.
+	if got := mustRead(t, filepath.Join(img.Rootfs, "etc/resolv.conf")); got != "nameserver 10.77.0.1\n" {
+		t.Errorf("image resolv.conf %q", got)
+	}
+	if got := mustRead(t, filepath.Join(baseRoot, "etc/resolv.conf")); !strings.HasPrefix(got, "# cove") {
+		t.Errorf("base resolv.conf changed to %q", got)
+	}
 	if got := mustRead(t, e.base.hostFile); got != "nameserver 192.0.2.1\n" {
 		t.Errorf("host file written through symlink: %q", got)
 	}

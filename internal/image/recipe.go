@@ -7,6 +7,7 @@ import (
 	"io/fs"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netns"
 )
 
 // recipeVersion is bumped whenever the base build changes in a way the
@@ -72,7 +73,8 @@ func defaultRecipe() recipe {
 			// the sandbox is disposable, so system-wide installs are fine.
 			"/etc/pip.conf": "[global]\nbreak-system-packages = true\n",
 			// debootstrap copies the host's files; the guest must not
-			// inherit them. Sandboxes have no DNS (yet).
+			// inherit them. Images replace this one (layerFiles); it
+			// stays so that the base keeps its key.
 			"/etc/resolv.conf": "# cove: sandboxes have no DNS resolver.\n",
 			"/etc/hostname":    "sandbox\n",
 			"/etc/hosts": "127.0.0.1\tlocalhost\n127.0.1.1\tsandbox\n" +
@@ -107,12 +109,29 @@ func (r recipe) key() string {
 	return hex.EncodeToString(sum[:])
 }
 
+// layerFiles are written over the base in every image (guest path ->
+// content), each as a new inode. They change without a new debootstrap:
+// the recipe's files are the base's, and changing those rebuilds it.
+func layerFiles() map[string]string {
+	return map[string]string{
+		// The daemon's resolver for the sandbox answers at the guest's
+		// gateway (internal/netpolicy).
+		"/etc/resolv.conf": "nameserver " + netns.HostIP + "\n",
+	}
+}
+
 // imageKey is the content address of an image: its base plus the agent,
-// and the VM init, which its VM artifacts (made on demand, never remade)
-// depend on.
+// the layer's files, and the VM init, which its VM artifacts (made on
+// demand, never remade) depend on.
 func imageKey(baseKey string, agent []byte) string {
+	layer, err := json.Marshal(layerFiles()) // map keys are sorted: deterministic
+	if err != nil {
+		panic("image: marshal layer: " + err.Error()) // plain data; cannot fail
+	}
 	h := sha256.New()
 	h.Write([]byte("cove-image\x00" + baseKey + "\x00" + vmInitVersion + "\x00"))
+	h.Write(layer)
+	h.Write([]byte{0})
 	h.Write(agent)
 	return hex.EncodeToString(h.Sum(nil))
 }

@@ -76,7 +76,7 @@ var optionalModules = []string{"crc16", "mbcache", "jbd2", "crc32c_generic", "li
 
 // vmInitVersion changes whenever the initramfs does (its /init, its
 // layout) or the way the root disk is made.
-const vmInitVersion = "cove-vm-init-5"
+const vmInitVersion = "cove-vm-init-6"
 
 // initScript is the initramfs's /init: load the modules, bring up the
 // network, mount the ext4 root and hand PID 1 to cove-agent.
@@ -103,6 +103,7 @@ hostname "$HN"
 ip link set lo up
 ip addr add ` + netns.GuestAddr + ` dev eth0
 ip link set eth0 up
+ip route add default via ` + netns.HostIP + `
 i=0
 while [ ! -b /dev/vda ] && [ $i -lt 1000 ]; do usleep 5000; i=$((i+1)); done
 # no_prefetch_block_bitmaps: else a kernel thread reads every group's block

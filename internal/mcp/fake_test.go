@@ -7,6 +7,7 @@ import (
 	"io"
 	"io/fs"
 	"net/http"
+	"slices"
 	"sync"
 	"time"
 
@@ -26,6 +27,8 @@ type fakeAPI struct {
 	exec func(apitype.ExecRequest) apitype.ExecResponse
 	// deleteGate, if set, holds every DeleteSandbox until it is closed.
 	deleteGate chan struct{}
+	// network is what Info says of the network.
+	network apitype.NetworkInfo
 }
 
 type fakeSandbox struct {
@@ -78,7 +81,7 @@ func (f *fakeAPI) Info(ctx context.Context) (apitype.Info, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return apitype.Info{Version: "v-fake", Backend: "fake", Sandboxes: len(f.sandboxes),
-		Limits: apitype.Limits{MaxSandboxes: 10, MaxN: 100, MaxTTLSecs: 3600, DefaultTTLSecs: 900}}, nil
+		Limits: apitype.Limits{MaxSandboxes: 10, MaxN: 100, MaxTTLSecs: 3600, DefaultTTLSecs: 900}, Network: f.network}, nil
 }
 
 func (f *fakeAPI) ListSnapshots(ctx context.Context) ([]apitype.SnapshotInfo, error) {
@@ -95,9 +98,46 @@ func (f *fakeAPI) CreateSandboxes(ctx context.Context, req apitype.CreateSandbox
 	}
 	var out []apitype.SandboxInfo
 	for range max(req.N, 1) {
-		out = append(out, f.add(req.SnapshotTag))
+		info := f.add(req.SnapshotTag)
+		if req.Network != nil {
+			f.sandboxes[info.ID].info.Network = *req.Network
+			info.Network = *req.Network
+		}
+		out = append(out, info)
 	}
 	return out, nil
+}
+
+// SetNetwork refuses a CIDR "bad", as the daemon refuses an invalid one.
+func (f *fakeAPI) SetNetwork(ctx context.Context, id string, p apitype.NetworkPolicy) (apitype.SandboxInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.sandboxes[id]
+	if !ok {
+		return apitype.SandboxInfo{}, notFound("sandbox " + id)
+	}
+	if slices.Contains(p.AllowCIDRs, "bad") {
+		return apitype.SandboxInfo{}, &client.Error{Status: 400, Code: apitype.CodeBadRequest, Message: `invalid network policy: "bad" is not a CIDR`}
+	}
+	sb.info.Network = p
+	info := sb.info
+	info.Token = ""
+	return info, nil
+}
+
+func (f *fakeAPI) ExposePort(ctx context.Context, id, token string, port int, public bool) (apitype.PortInfo, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, err := f.open(id, token)
+	if err != nil {
+		return apitype.PortInfo{}, err
+	}
+	p := apitype.PortInfo{Port: port, Public: public, URL: fmt.Sprintf("http://%d-%s.localhost:8080", port, id)}
+	sb.info.Ports = append(sb.info.Ports, p)
+	if !public {
+		p.Token = "pt-" + id
+	}
+	return p, nil
 }
 
 func (f *fakeAPI) ListSandboxes(ctx context.Context) ([]apitype.SandboxInfo, error) {
@@ -170,9 +210,14 @@ func (f *fakeAPI) Branch(ctx context.Context, id, token string, req apitype.Bran
 		req.Tag = id + "-b"
 	}
 	f.branches[req.Tag] = token
-	res := apitype.BranchResponse{SnapshotInfo: apitype.SnapshotInfo{Tag: req.Tag, BranchedFrom: id, Depth: 1}, PauseMs: 12.5}
+	res := apitype.BranchResponse{SnapshotInfo: apitype.SnapshotInfo{Tag: req.Tag, BranchedFrom: id, Depth: 1, Network: f.sandboxes[id].info.Network}, PauseMs: 12.5}
+	if req.Network != nil {
+		res.Network = *req.Network
+	}
 	for range req.N {
-		res.Children = append(res.Children, f.add(req.Tag))
+		c := f.add(req.Tag)
+		f.sandboxes[c.ID].info.Network, c.Network = res.Network, res.Network
+		res.Children = append(res.Children, c)
 	}
 	return res, nil
 }

@@ -80,7 +80,7 @@ func TestToolsList(t *testing.T) {
 	}
 	want := []string{"branch_sandbox", "create_sandbox", "eval_code", "exec_command", "expose_port", "extend_sandbox",
 		"get_sandbox", "get_service_info", "get_usage", "kill_sandbox", "list_files", "list_sandboxes", "list_snapshots",
-		"ping_sandbox", "read_file", "sandbox_run", "snapshot_sandbox", "spawn_sandboxes", "wait_for_text", "write_file"}
+		"ping_sandbox", "read_file", "sandbox_run", "set_network", "snapshot_sandbox", "spawn_sandboxes", "wait_for_text", "write_file"}
 	wantRO := []string{"get_sandbox", "get_service_info", "get_usage", "list_files", "list_sandboxes", "list_snapshots",
 		"ping_sandbox", "read_file", "wait_for_text"}
 	var got, gotRO []string
@@ -177,7 +177,13 @@ func TestUserMistakesAreToolErrors(t *testing.T) {
 		{"exec_command", map[string]any{"sandbox_id": "x", "command": "ls", "bogus": 1}, "bogus"},
 		{"exec_command", map[string]any{"command": "ls"}, "sandbox_id"},
 		{"spawn_sandboxes", map[string]any{"snapshot_tag": "nope"}, "snapshot nope not found"},
-		{"expose_port", map[string]any{"sandbox_id": "x", "port": 8000}, "not available yet"},
+		{"expose_port", map[string]any{"sandbox_id": "x", "port": 8000}, "missing sandbox token"},
+		{"expose_port", map[string]any{"sandbox_id": "x", "port": 0}, "1-65535"},
+		{"expose_port", map[string]any{"sandbox_id": "x", "port": 70000}, "1-65535"},
+		{"expose_port", map[string]any{"sandbox_id": "x", "port": "abc"}, "port"},
+		{"set_network", map[string]any{"sandbox_id": "x"}, "does not exist"},
+		{"set_network", map[string]any{"sandbox_id": "x", "allow_domains": "pypi.org"}, "allow_domains"},
+		{"create_sandbox", map[string]any{"network": map[string]any{"allow": []string{"x"}}}, "allow"},
 		{"extend_sandbox", map[string]any{"sandbox_id": "x", "ttl_secs": -1}, "positive"},
 	} {
 		res := call(t, cs, c.tool, c.args, true)

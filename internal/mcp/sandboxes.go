@@ -28,6 +28,8 @@ type Sandbox struct {
 	ExpiresInSecs int64  `json:"expires_in_secs" jsonschema:"seconds until the sandbox is destroyed; extend_sandbox pushes this out"`
 	Token         string `json:"token,omitempty" jsonschema:"the sandbox's token: only in the result that created it; this session remembers it"`
 	DeadReason    string `json:"dead_reason,omitempty" jsonschema:"set when status is dead: why it died (exited, oom_killed, unreachable)"`
+	Network       Policy `json:"network" jsonschema:"its egress policy: what it may reach; empty denies everything"`
+	Ports         []Port `json:"ports,omitempty" jsonschema:"its exposed ports (expose_port gives their tokens)"`
 	// SessionHasToken tells the model whether it may omit sandbox_token.
 	SessionHasToken bool `json:"session_has_token" jsonschema:"whether this MCP session knows the sandbox's token, so that sandbox_token may be omitted"`
 }
@@ -40,6 +42,8 @@ func toSandbox(info apitype.SandboxInfo, st *session, now time.Time) Sandbox {
 		ExpiresInSecs:   max(0, info.ExpiresAtUnix-now.Unix()),
 		Token:           info.Token,
 		DeadReason:      info.DeadReason,
+		Network:         Policy(info.Network),
+		Ports:           toPorts(info.Ports),
 		SessionHasToken: info.Token != "" || st.hasToken(info.ID),
 	}
 }
@@ -80,19 +84,21 @@ func (s *Server) listSnapshots(ctx context.Context, req *sdk.CallToolRequest, _ 
 }
 
 type createIn struct {
-	SnapshotTag  string `json:"snapshot_tag,omitempty" jsonschema:"snapshot to start from (see list_snapshots); empty: cold start from the image"`
-	SandboxToken string `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
-	Image        string `json:"image,omitempty" jsonschema:"image to cold start from when no snapshot_tag is given; empty: the default image"`
-	TTLSecs      int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
-	CPUs         int    `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
-	MemoryMiB    int    `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
-	DiskMiB      int    `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
+	SnapshotTag  string  `json:"snapshot_tag,omitempty" jsonschema:"snapshot to start from (see list_snapshots); empty: cold start from the image"`
+	SandboxToken string  `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
+	Image        string  `json:"image,omitempty" jsonschema:"image to cold start from when no snapshot_tag is given; empty: the default image"`
+	TTLSecs      int64   `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
+	CPUs         int     `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
+	MemoryMiB    int     `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
+	DiskMiB      int     `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
+	Network      *Policy `json:"network,omitempty" jsonschema:"what it may reach; empty: nothing, or a snapshot's policy when starting from one"`
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
 		DiskMiB: in.DiskMiB, SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
+		Network: apiPolicy(in.Network),
 	})
 	if err != nil {
 		return nil, Sandbox{}, s.explainSpawn(ctx, err, in.SnapshotTag)
@@ -104,11 +110,12 @@ func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 }
 
 type spawnIn struct {
-	SnapshotTag  string `json:"snapshot_tag" jsonschema:"the snapshot to spawn from (see list_snapshots)"`
-	SandboxToken string `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
-	N            int    `json:"n,omitempty" jsonschema:"how many sandboxes; default 1"`
-	TTLSecs      int64  `json:"ttl_secs,omitempty" jsonschema:"lifetime of each, in seconds; empty: the daemon's default"`
-	Prewarm      bool   `json:"prewarm,omitempty" jsonschema:"accepted for compatibility; every spawn refills the snapshot's pool of ready sandboxes in the background"`
+	SnapshotTag  string  `json:"snapshot_tag" jsonschema:"the snapshot to spawn from (see list_snapshots)"`
+	SandboxToken string  `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
+	N            int     `json:"n,omitempty" jsonschema:"how many sandboxes; default 1"`
+	TTLSecs      int64   `json:"ttl_secs,omitempty" jsonschema:"lifetime of each, in seconds; empty: the daemon's default"`
+	Prewarm      bool    `json:"prewarm,omitempty" jsonschema:"accepted for compatibility; every spawn refills the snapshot's pool of ready sandboxes in the background"`
+	Network      *Policy `json:"network,omitempty" jsonschema:"what each may reach; empty: the snapshot's policy"`
 }
 
 type sandboxesOut struct {
@@ -124,7 +131,7 @@ func (s *Server) spawnSandboxes(ctx context.Context, req *sdk.CallToolRequest, i
 	}
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Prewarm: in.Prewarm,
-		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
+		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken), Network: apiPolicy(in.Network),
 	})
 	if err != nil {
 		return nil, sandboxesOut{}, s.explainSpawn(ctx, err, in.SnapshotTag)
@@ -134,9 +141,10 @@ func (s *Server) spawnSandboxes(ctx context.Context, req *sdk.CallToolRequest, i
 
 type branchIn struct {
 	DataRef
-	Tag     string `json:"tag,omitempty" jsonschema:"name for the new snapshot; empty: a generated one"`
-	N       int    `json:"n,omitempty" jsonschema:"how many children to start; default 1 (use snapshot_sandbox for none)"`
-	TTLSecs int64  `json:"ttl_secs,omitempty" jsonschema:"the children's lifetime in seconds; empty: the daemon's default"`
+	Tag     string  `json:"tag,omitempty" jsonschema:"name for the new snapshot; empty: a generated one"`
+	N       int     `json:"n,omitempty" jsonschema:"how many children to start; default 1 (use snapshot_sandbox for none)"`
+	TTLSecs int64   `json:"ttl_secs,omitempty" jsonschema:"the children's lifetime in seconds; empty: the daemon's default"`
+	Network *Policy `json:"network,omitempty" jsonschema:"what the children may reach; empty: the source sandbox's policy"`
 }
 
 type branchOut struct {
@@ -154,7 +162,7 @@ func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, branchOut{}, err
 	}
-	res, err := s.api.Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs})
+	res, err := s.api.Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Network: apiPolicy(in.Network)})
 	if err != nil {
 		return nil, branchOut{}, s.explain(ctx, err, in.SandboxID)
 	}

@@ -33,10 +33,12 @@ type API interface {
 	GetSandbox(ctx context.Context, id string) (apitype.SandboxInfo, error)
 	DeleteSandbox(ctx context.Context, id string) error
 	Extend(ctx context.Context, id string, ttlSecs int64) (apitype.SandboxInfo, error)
+	SetNetwork(ctx context.Context, id string, p apitype.NetworkPolicy) (apitype.SandboxInfo, error)
 	Branch(ctx context.Context, id, token string, req apitype.BranchRequest) (apitype.BranchResponse, error)
 	SnapshotSandbox(ctx context.Context, id, token string, req apitype.BranchRequest) (apitype.BranchResponse, error)
 
 	Ping(ctx context.Context, id, token string) (apitype.PingResponse, error)
+	ExposePort(ctx context.Context, id, token string, port int, public bool) (apitype.PortInfo, error)
 	Exec(ctx context.Context, id, token string, req apitype.ExecRequest) (apitype.ExecResponse, error)
 	Eval(ctx context.Context, id, token string, req apitype.EvalRequest) (apitype.EvalResponse, error)
 	Wait(ctx context.Context, id, token string, req apitype.WaitRequest) (apitype.WaitResponse, error)
@@ -100,7 +102,8 @@ func New(cfg Config) *Server {
 
 const instructions = `cove runs disposable, isolated Linux sandboxes (Debian with python3, node, git) that start from snapshots in well under a second and can be branched copy-on-write while running. Use them instead of the host shell for untrusted code, experiments, installs and anything destructive.
 Quick start: sandbox_run runs a shell command in this session's own sandbox, created on first use. For more control: create_sandbox or spawn_sandboxes (from a snapshot listed by list_snapshots), then exec_command, eval_code, write_file, read_file, list_files, wait_for_text; branch_sandbox forks a running sandbox to try alternatives; kill_sandbox when done.
-Sandbox tokens: create/spawn/branch results carry each sandbox's token once; this session remembers them, so sandbox_token can be omitted for sandboxes it made. Sandboxes expire (see expires_in_secs); extend_sandbox keeps one alive. Sandboxes have no network access.`
+Sandbox tokens: create/spawn/branch results carry each sandbox's token once; this session remembers them, so sandbox_token can be omitted for sandboxes it made. Sandboxes expire (see expires_in_secs); extend_sandbox keeps one alive.
+Network: a sandbox reaches nothing unless its network policy allows it: give create_sandbox or spawn_sandboxes a network (allow_domains such as pypi.org, allow_cidrs, presets such as pypi; get_service_info lists the presets), or change a running sandbox's with set_network. expose_port gives a URL (and a token) for a server running in a sandbox.`
 
 // sessionfulVersions are the protocol versions the SDK supports that
 // still have sessions (before the sessionless 2026-07-28 revision).

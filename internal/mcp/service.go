@@ -23,20 +23,6 @@ func (s *Server) pingSandbox(ctx context.Context, req *sdk.CallToolRequest, in D
 	return nil, res, nil
 }
 
-type exposeIn struct {
-	DataRef
-	Port int `json:"port" jsonschema:"the TCP port a server listens on inside the sandbox"`
-}
-
-type exposeOut struct {
-	URL string `json:"url"`
-}
-
-func (s *Server) exposePort(ctx context.Context, req *sdk.CallToolRequest, in exposeIn) (*sdk.CallToolResult, exposeOut, error) {
-	return nil, exposeOut{}, fmt.Errorf("expose_port is not available yet: cove sandboxes have no network in this version, so a port cannot be reached from outside. " +
-		"Test the server from inside the sandbox instead, e.g. exec_command `curl -s localhost:PORT/`")
-}
-
 type usageOut struct {
 	SandboxesAlive     int       `json:"sandboxes_alive" jsonschema:"sandboxes alive on the daemon, from every client"`
 	MaxSandboxes       int       `json:"max_sandboxes"`
@@ -83,8 +69,10 @@ type serviceInfoOut struct {
 	BackendReason string `json:"backend_reason"`
 	RuntimeVer    string `json:"runtime_version"`
 	DefaultImage  string `json:"default_image"`
-	Network       string `json:"network"`
-	Limits        Limits `json:"limits"`
+	Network       string `json:"network" jsonschema:"what sandboxes may reach, and how to open it"`
+	// NetworkPresets are the named policies a network policy may add.
+	NetworkPresets []string `json:"network_presets,omitempty" jsonschema:"the daemon's named policies (presets in a network policy), such as pypi"`
+	Limits         Limits   `json:"limits"`
 }
 
 func (s *Server) getServiceInfo(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, serviceInfoOut, error) {
@@ -100,6 +88,19 @@ func (s *Server) getServiceInfo(ctx context.Context, req *sdk.CallToolRequest, _
 		Version: ver, MCPVersion: s.cfg.Version, URL: s.api.BaseURL(),
 		Backend: info.Backend, BackendReason: info.BackendReason, RuntimeVer: info.RuntimeVer,
 		DefaultImage: info.DefaultImage, Limits: info.Limits,
-		Network: "none: sandboxes cannot reach the network, and expose_port is not available yet",
+		Network: networkSummary(info.Network), NetworkPresets: info.Network.Presets,
 	}, nil
+}
+
+// networkSummary says what sandboxes may reach, for a model.
+func networkSummary(n apitype.NetworkInfo) string {
+	if !n.Enabled {
+		return "none: this daemon runs sandboxes without a network, so nothing can be downloaded in them and expose_port does not work"
+	}
+	s := "egress denied by default: a sandbox reaches only what its network policy allows (create_sandbox's or spawn_sandboxes' network, " +
+		"or set_network on a running one: allow_domains, allow_cidrs, presets)"
+	if n.PreviewDomain != "" {
+		s += fmt.Sprintf("; expose_port serves a port at http://PORT-ID.%s", n.PreviewDomain)
+	}
+	return s
 }

@@ -84,13 +84,13 @@ func (s *Server) addTools() {
 		"List the snapshots (warm templates) that sandboxes can be spawned from, with their tags, sizes and how many ready sandboxes each keeps pooled. Use a tag with spawn_sandboxes or create_sandbox.",
 		readOnly()), s.listSnapshots)
 	add(srv, tool("create_sandbox", "Create a sandbox",
-		"Create one new isolated Linux sandbox (Debian with python3, node, git; no network access) and return its id and token. Start from a snapshot tag (fast, see list_snapshots) or cold from an image. This session remembers the token, so later calls can omit sandbox_token. For a quick command without managing a sandbox, sandbox_run is simpler.",
+		"Create one new isolated Linux sandbox (Debian with python3, node, git) and return its id and token. Start from a snapshot tag (fast, see list_snapshots) or cold from an image. It reaches no network unless network allows it: e.g. {\"presets\": [\"pypi\"]} to pip install, {\"allow_domains\": [\"example.org\"]} for a site; a snapshot's children take its policy. This session remembers the token, so later calls can omit sandbox_token. For a quick command without managing a sandbox, sandbox_run is simpler.",
 		hints{}), s.createSandbox)
 	add(srv, tool("spawn_sandboxes", "Spawn sandboxes from a snapshot",
-		"Start n sandboxes (default 1, up to the daemon's max_n) from one snapshot, each an independent copy-on-write child with the snapshot's files and warm processes. Use it to run attempts in parallel. Returns every sandbox's id and token; this session remembers the tokens.",
+		"Start n sandboxes (default 1, up to the daemon's max_n) from one snapshot, each an independent copy-on-write child with the snapshot's files, warm processes and network policy (network replaces that policy). Use it to run attempts in parallel. Returns every sandbox's id and token; this session remembers the tokens.",
 		hints{}), s.spawnSandboxes)
 	add(srv, tool("branch_sandbox", "Branch a running sandbox",
-		"Fork a running sandbox: save its full state (files, processes, Python interpreter) as a new snapshot while it keeps running, and start n children from it (default 1). Children start where the source is now and then diverge. Reports how long the source was paused (pause_ms). Returns the children's ids and tokens; this session remembers them.",
+		"Fork a running sandbox: save its full state (files, processes, Python interpreter) as a new snapshot while it keeps running, and start n children from it (default 1). Children start where the source is now, with its network policy unless network gives another, and then diverge. Reports how long the source was paused (pause_ms). Returns the children's ids and tokens; this session remembers them.",
 		hints{}), s.branchSandbox)
 	add(srv, tool("snapshot_sandbox", "Save a sandbox as a snapshot",
 		"Save a running sandbox's full state as a named snapshot, without starting children. The sandbox keeps running. Spawn from the snapshot later with spawn_sandboxes.",
@@ -99,7 +99,7 @@ func (s *Server) addTools() {
 		"List the sandboxes alive on the daemon: id, status, snapshot, size, and seconds until each expires. session_has_token says whether this session can use a sandbox without passing sandbox_token. Never shows tokens.",
 		readOnly()), s.listSandboxes)
 	add(srv, tool("get_sandbox", "Get a sandbox",
-		"Show one sandbox: status, snapshot, size and seconds until it expires. Never shows its token.",
+		"Show one sandbox: status, snapshot, size, seconds until it expires, its network policy and its exposed ports (with their URLs). Never shows its token.",
 		readOnly()), s.getSandbox)
 	add(srv, tool("extend_sandbox", "Extend a sandbox's lifetime",
 		"Make a sandbox expire ttl_secs from now instead of at its current expiry, to keep working in it. Up to the daemon's max_ttl_secs (get_service_info).",
@@ -107,6 +107,9 @@ func (s *Server) addTools() {
 	add(srv, tool("kill_sandbox", "Kill a sandbox",
 		"Destroy a sandbox now, with everything in it. Cannot be undone. Do this when done with a sandbox so it stops counting against the limits.",
 		hints{destructive: true, idempotent: true}), s.killSandbox)
+	add(srv, tool("set_network", "Set a sandbox's network policy",
+		"Replace a running sandbox's egress policy, at once for its new connections and DNS lookups: it may reach the names in allow_domains (example.org, or *.example.org for every name below it), the addresses in allow_cidrs and what the presets allow (get_service_info lists them, e.g. pypi, npm, github), less deny_domains and deny_cidrs. Every list empty denies everything. The host, other sandboxes and private addresses stay out of reach unless allow_cidrs names them. Returns the sandbox with its new policy.",
+		hints{idempotent: true}), s.setNetwork)
 
 	// Running code.
 	add(srv, tool("exec_command", "Run a command in a sandbox",
@@ -138,12 +141,12 @@ func (s *Server) addTools() {
 		"Check that a sandbox is alive and its agent answers; reports the round-trip latency and uptime.",
 		readOnly()), s.pingSandbox)
 	add(srv, tool("expose_port", "Expose a port",
-		"Get a URL that reaches a server listening on a port inside a sandbox. Not available yet: cove sandboxes have no network yet, so this returns an error; reach servers from inside the sandbox with exec_command (curl localhost:PORT).",
+		"Get a URL that reaches a server listening on a port inside a sandbox, such as a dev server to show the user. Start the server first, in the background and listening on 0.0.0.0 (not 127.0.0.1): exec_command background=true with e.g. `python3 -m http.server 8000 --bind 0.0.0.0`, then wait_for_text on its log. Returns url and token: send the token in the X-Cove-Preview-Token header (curl -H), or open browser_url, which carries it, in a browser. public=true needs no token. Calling it again returns the same token; the URL dies with the sandbox. A port nothing listens on answers 502.",
 		hints{idempotent: true}), s.exposePort)
 	add(srv, tool("get_usage", "Get usage and remaining quota",
 		"Show how many sandboxes are alive against the daemon's limit, how many more can be made, the per-sandbox limits, and the sandboxes this session made with their expiry.",
 		readOnly()), s.getUsage)
 	add(srv, tool("get_service_info", "Get service info",
-		"Show the cove daemon's version, isolation backend and why it was chosen, default image, and limits (lifetime, CPUs, memory, sandboxes, batch size).",
+		"Show the cove daemon's version, isolation backend and why it was chosen, default image, network (what sandboxes may reach, the preset policies) and limits (lifetime, CPUs, memory, sandboxes, batch size).",
 		readOnly()), s.getServiceInfo)
 }

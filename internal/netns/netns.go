@@ -24,8 +24,11 @@ const (
 	HostAddr  = "10.77.0.1/30"
 	GuestAddr = "10.77.0.2/30"
 	GuestIP   = "10.77.0.2"
-	HostMAC   = "02:c0:7e:00:00:01"
-	GuestMAC  = "02:c0:7e:00:00:02"
+	// HostIP is the guest's gateway and resolver: the daemon answers
+	// there, inside the host-side namespace.
+	HostIP   = "10.77.0.1"
+	HostMAC  = "02:c0:7e:00:00:01"
+	GuestMAC = "02:c0:7e:00:00:02"
 	// MTU is large: the agent channel carries files, and a user-space
 	// netstack's cost is per packet.
 	MTU = 65000

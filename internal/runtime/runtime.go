@@ -71,6 +71,9 @@ type Runtime interface {
 	Start(ctx context.Context, spec Spec) error
 	// Dial opens a byte stream to the agent of a running sandbox.
 	Dial(ctx context.Context, id string) (net.Conn, error)
+	// Netns names the network namespace holding the host end of a running
+	// sandbox's link: where cove's egress policy applies and its ports are dialled.
+	Netns(id string) string
 	// Wait blocks until the runtime process of a started sandbox (runsc's
 	// sandbox, the VM's QEMU) has exited, and says how it ended; it
 	// returns at once for one that is gone already. It returns ctx's error

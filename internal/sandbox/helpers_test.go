@@ -80,6 +80,7 @@ func (e *testEnv) start(t *testing.T) {
 func (e *testEnv) begin(t *testing.T) {
 	t.Helper()
 	e.svc = New(e.cfg)
+	e.svc.warmLog = ".cove-warm.log" // in the fake sandbox's own directory
 	if err := e.svc.Recover(testCtx(t)); err != nil {
 		t.Fatal(err)
 	}

@@ -34,13 +34,17 @@ func (s *Service) Recover(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	ports, err := s.cfg.Store.Ports(ctx)
+	if err != nil {
+		return err
+	}
 	// Listed before any create can start a sandbox: whatever is here and
 	// has no record is an orphan.
 	ids, err := s.cfg.Runtime.List(ctx)
 	if err != nil {
 		return err
 	}
-	p := s.plan(recs, deaths, ids)
+	p := s.plan(recs, deaths, ports, ids)
 	s.recovering.Store(int64(p.len()))
 
 	s.reaperDone = make(chan struct{})
@@ -75,8 +79,9 @@ func (p recovery) len() int { return len(p.check) + len(p.destroy) + len(p.relea
 
 // plan sorts the records an earlier daemon left, and the runtime's
 // sandboxes, into what to check, keep as dead, and destroy. Those to
-// check and the dead are listed from now on.
-func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, ids []string) recovery {
+// check and the dead are listed from now on; those to check keep their
+// exposed ports.
+func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, ports map[string][]store.Port, ids []string) recovery {
 	var p recovery
 	known := map[string]bool{}
 	now := time.Now()
@@ -96,6 +101,7 @@ func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, ids 
 			p.release = append(p.release, b)
 		case rec.Status == StatusRunning && now.Before(rec.ExpiresAt) && rec.Backend == s.cfg.Runtime.Name():
 			b.checking = true
+			b.setPorts(ports[rec.ID])
 			s.boxes[rec.ID] = b
 			p.check = append(p.check, b)
 		default:
@@ -157,7 +163,8 @@ func (s *Service) reconcile(ctx context.Context, p recovery) {
 
 // reattach checks a recorded running sandbox: its watch starts at once,
 // and finds it dead if its runtime process is gone, while its agent is
-// dialled; an agent that answers makes it live again.
+// dialled; an agent that answers makes it live again, with its network
+// attached anew (the earlier daemon's listeners went with it).
 func (s *Service) reattach(b *box) {
 	id := b.rec.ID
 	s.watch(b)
@@ -174,6 +181,9 @@ func (s *Service) reattach(b *box) {
 	}
 	if err == nil {
 		b.attach(c)
+		b.mu.Unlock()
+		s.reattachNetwork(b)
+		b.mu.Lock()
 		b.checking = false
 		b.mu.Unlock()
 		s.log.Info("sandbox re-attached", "id", id)
@@ -193,6 +203,26 @@ func (s *Service) reattach(b *box) {
 	}
 	s.log.Warn("sandbox lost: its agent does not answer", "id", id, "err", err)
 	s.markDeadWith(b, d)
+}
+
+// reattachNetwork attaches a re-attached sandbox's network, unless it
+// left meanwhile: its teardown, which detaches, waits for netMu. Until
+// then its rules send every connection to listeners that are not there,
+// so nothing gets out.
+func (s *Service) reattachNetwork(b *box) {
+	ctx, cancel := context.WithTimeout(b.life, reattachTimeout)
+	defer cancel()
+	b.netMu.Lock()
+	defer b.netMu.Unlock()
+	b.mu.Lock()
+	running := b.rec.Status == StatusRunning
+	b.mu.Unlock()
+	if !running {
+		return
+	}
+	if err := s.attachNetwork(ctx, b); err != nil {
+		s.log.Warn("sandbox re-attached without its network; setting its policy again attaches it", "id", b.rec.ID, "err", err)
+	}
 }
 
 // reapInterval is how often expiry is checked; it bounds how long an
@@ -265,5 +295,8 @@ func (s *Service) Close() {
 			b.agent = nil
 		}
 		b.mu.Unlock()
+		// Its rules stay in its namespace, for the next daemon to attach
+		// to; the listeners are this daemon's.
+		s.detachNetwork(b)
 	}
 }

@@ -12,12 +12,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"sort"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netns"
+	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
@@ -103,6 +106,8 @@ type Config struct {
 	// DeadKeep is how long a dead sandbox stays listed, with why it died,
 	// before it is forgotten (never past its expiry).
 	DeadKeep time.Duration
+	// Network enforces egress policies; nil gives sandboxes no network.
+	Network Network
 }
 
 // Service manages sandboxes.
@@ -137,6 +142,14 @@ type Service struct {
 	recovered  chan struct{}
 	recovering atomic.Int64
 	watchers   sync.WaitGroup // watch goroutines
+
+	// dialIn connects from inside a network namespace: netns.Dial, which
+	// tests replace.
+	dialIn func(ctx context.Context, ns, addr string) (net.Conn, error)
+	// warmLog is where a snapshot builder's warm command writes its
+	// output (warm.go); tests, whose fake sandboxes share the host's
+	// files, keep it in the sandbox's directory.
+	warmLog string
 }
 
 // Stats are counters for /metrics.
@@ -152,9 +165,14 @@ type Stats struct {
 
 // box is a sandbox the service knows: live, pooled, or dead.
 type box struct {
-	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status, agent, checking, exit and death
+	mu    sync.Mutex // guards rec.ExpiresAt, rec.Status, rec.NetworkJSON, agent, checking, exit, death, net and ports
 	rec   store.Sandbox
 	agent *agentproto.Client
+	// net is its egress policy, never changed in place; ports its exposed
+	// ports. netMu serialises their changes.
+	net   netpolicy.Policy
+	ports map[int]PortInfo
+	netMu sync.Mutex
 	// checking is set while a restarted daemon checks the sandbox: calls
 	// to it are refused with ErrRetry until it is re-attached or dead.
 	checking bool
@@ -196,6 +214,9 @@ type Info struct {
 	// DeadReason (apitype.Dead*) and DiedAt are set for a dead sandbox.
 	DeadReason string
 	DiedAt     time.Time
+	// Network is its egress policy; Ports its exposed ports, in order.
+	Network netpolicy.Policy
+	Ports   []PortInfo
 }
 
 // New builds a Service. Call Recover before serving, then Close at the end.
@@ -217,13 +238,14 @@ func New(cfg Config) *Service {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, dead: map[string]*box{}, snapshots: map[string]*snap{},
-		poolKick: make(chan struct{}, 1), bg: bg, stopBG: stop, recovered: make(chan struct{})}
+		poolKick: make(chan struct{}, 1), bg: bg, stopBG: stop, recovered: make(chan struct{}),
+		dialIn: netns.Dial, warmLog: defaultWarmLog}
 }
 
 // newBox makes the box of a sandbox recorded as rec.
 func (s *Service) newBox(rec store.Sandbox) *box {
 	life, end := context.WithCancel(s.bg)
-	return &box{rec: rec, life: life, end: end, kick: make(chan struct{}, 1)}
+	return &box{rec: rec, life: life, end: end, kick: make(chan struct{}, 1), net: s.decodePolicy(rec.ID, rec.NetworkJSON)}
 }
 
 // Stats returns the service's counters.
@@ -238,7 +260,7 @@ func (b *box) info() Info {
 	r := b.rec
 	return Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
 		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB, Pids: r.Pids, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-		DeadReason: b.death.Reason, DiedAt: b.death.At}
+		DeadReason: b.death.Reason, DiedAt: b.death.At, Network: b.net, Ports: b.portsLocked()}
 }
 
 // expired reports whether the sandbox's time is up: its expiry, or for a
@@ -379,6 +401,11 @@ func (s *Service) teardown(ctx context.Context, b *box) error {
 	if b.released {
 		return nil
 	}
+	// The listeners first: the namespace they serve goes with the sandbox.
+	// Under netMu, so that no policy change attaches them again.
+	b.netMu.Lock()
+	s.detachNetwork(b)
+	b.netMu.Unlock()
 	if err := s.cfg.Runtime.Destroy(ctx, b.rec.ID); err != nil {
 		return err
 	}

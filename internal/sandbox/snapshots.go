@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -11,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
@@ -22,6 +23,7 @@ type snap struct {
 	rec   store.Snapshot
 	files runtime.ImageFiles // zero when its image is gone: it cannot be spawned
 	ready bool               // false while the tag is only claimed
+	net   netpolicy.Policy   // the egress policy its sandboxes start with
 	// Guarded by Service.mu.
 	pool    []*box // restored, ready to hand out
 	filling int    // pool restores in flight
@@ -32,6 +34,9 @@ type SnapshotInfo struct {
 	store.Snapshot
 	PoolReady int
 	Children  int // live sandboxes spawned from it
+	// Network is the egress policy its sandboxes start with, unless their
+	// create says otherwise.
+	Network netpolicy.Policy
 }
 
 // BranchResult is what Branch returns.
@@ -88,6 +93,11 @@ type BuildOptions struct {
 	DiskMiB   int
 	Pids      int
 	PoolSize  int // -1: the configured default
+	// Network is the builder's egress policy while it warms up, and the
+	// snapshot's; nil denies all.
+	Network *netpolicy.Policy
+	// Output, if set, gets the warm command's output while it runs.
+	Output io.Writer
 }
 
 // BuildSnapshot boots a sandbox from an image, warms it up (the command,
@@ -106,10 +116,14 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	if err := s.validate(&co); err != nil {
 		return SnapshotInfo{}, err
 	}
+	if err := s.checkPolicy(o.Network); err != nil {
+		return SnapshotInfo{}, err
+	}
 	src, err := s.imageSource(co)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
+	src.network = policyOr(o.Network, netpolicy.Policy{})
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -129,18 +143,14 @@ func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	if warm == "" {
 		warm = DefaultWarm
 	}
-	res, err := b.agent.Exec(ctx, agentproto.ExecRequest{Shell: warm, TimeoutMs: (10 * time.Minute).Milliseconds()})
-	if err != nil {
-		return SnapshotInfo{}, mapErr(err)
-	}
-	if res.ExitCode != 0 {
-		return SnapshotInfo{}, invalidf("warm command exited %d: %s", res.ExitCode, lastLine(res.Stderr+res.Stdout))
+	if err := runWarm(ctx, b.agent, warm, s.warmLog, o.Output); err != nil {
+		return SnapshotInfo{}, err
 	}
 	if err := b.agent.Warm(ctx); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("warm the eval interpreter: %w", mapErr(err))
 	}
 	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: src.imageID, CPUs: co.CPUs,
-		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize, Limits: src.limits}
+		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize, Limits: src.limits, NetworkJSON: encodePolicy(src.network)}
 	sn, _, _, err := s.checkpoint(ctx, b, rec, src.files, false)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -154,6 +164,9 @@ type BranchOptions struct {
 	Tag string // "" generates one
 	N   int    // children to spawn from the new snapshot
 	TTL time.Duration
+	// Network is the new snapshot's egress policy, and its children's;
+	// nil: the source's.
+	Network *netpolicy.Policy
 }
 
 // Branch saves the sandbox as a new snapshot while it keeps running, then
@@ -183,6 +196,12 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	if err := validTag(o.Tag); err != nil {
 		return BranchResult{}, err
 	}
+	if err := s.checkPolicy(o.Network); err != nil {
+		return BranchResult{}, err
+	}
+	b.mu.Lock()
+	network := policyOr(o.Network, b.net)
+	b.mu.Unlock()
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
 		return BranchResult{}, err
@@ -203,7 +222,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	// daemon killed before the branch answers leaves neither.
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
-		TokenHash: b.rec.TokenHash, Pending: o.N > 0}
+		TokenHash: b.rec.TokenHash, Pending: o.N > 0, NetworkJSON: encodePolicy(network)}
 	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err
@@ -263,7 +282,7 @@ func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, fi
 		os.RemoveAll(final)
 		return nil, 0, 0, err
 	}
-	sn = &snap{rec: rec, files: files, ready: true}
+	sn = &snap{rec: rec, files: files, ready: true, net: s.decodePolicy(rec.Tag, rec.NetworkJSON)}
 	s.mu.Lock()
 	s.snapshots[rec.Tag] = sn
 	s.mu.Unlock()
@@ -342,7 +361,7 @@ func (s *Service) snapInfo(sn *snap) SnapshotInfo {
 }
 
 func (s *Service) snapInfoLocked(sn *snap) SnapshotInfo {
-	info := SnapshotInfo{Snapshot: sn.rec, PoolReady: len(sn.pool)}
+	info := SnapshotInfo{Snapshot: sn.rec, PoolReady: len(sn.pool), Network: sn.net}
 	for _, b := range s.boxes {
 		if b.rec.SnapshotTag == sn.rec.Tag {
 			info.Children++
@@ -438,7 +457,7 @@ func (s *Service) recoverSnapshots(ctx context.Context) error {
 			s.log.Warn("snapshot's image is gone; it cannot be spawned", "tag", rec.Tag, "image", rec.Image)
 		}
 		known[rec.Tag] = true
-		s.snapshots[rec.Tag] = &snap{rec: rec, files: files, ready: true}
+		s.snapshots[rec.Tag] = &snap{rec: rec, files: files, ready: true, net: s.decodePolicy(rec.Tag, rec.NetworkJSON)}
 	}
 	ents, err := os.ReadDir(s.cfg.SnapshotDir)
 	if err != nil {

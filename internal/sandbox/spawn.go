@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
 )
@@ -26,6 +27,9 @@ type CreateOptions struct {
 	// SnapshotToken is the credential for a snapshot saved from a sandbox
 	// (by a branch): that sandbox's token.
 	SnapshotToken string
+	// Network is the sandboxes' egress policy; nil: the snapshot's, or
+	// for an image, deny all.
+	Network *netpolicy.Policy
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
@@ -88,10 +92,14 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 	if err := s.validate(&o); err != nil {
 		return nil, err
 	}
+	if err := s.checkPolicy(o.Network); err != nil {
+		return nil, err
+	}
 	src, err := s.sourceFor(o, asked, branch != "")
 	if err != nil {
 		return nil, err
 	}
+	src.network = policyOr(o.Network, src.network)
 	ready, err := s.reserve(o.N, src)
 	if err != nil {
 		return nil, err
@@ -146,8 +154,7 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 			defer wg.Done()
 			tokens[i] = newToken()
 			if b := src.pooled(); b != nil {
-				s.handOut(b, hashToken(tokens[i]), ttl)
-				boxes[i] = b
+				boxes[i], errs[i] = b, s.handOut(ctx, b, src.network, hashToken(tokens[i]), ttl)
 				return
 			}
 			sem <- struct{}{}
@@ -241,6 +248,8 @@ type source struct {
 	// cpus, memoryMiB and limits are what the sandboxes run with.
 	cpus, memoryMiB int
 	limits          store.Limits
+	// network is the egress policy they start with.
+	network netpolicy.Policy
 	// snap is the snapshot restored from, whose warm pool may hold ready
 	// sandboxes; nil for an image.
 	snap *snap
@@ -275,6 +284,7 @@ func (s *Service) snapshotSource(sn *snap) (source, error) {
 	return source{
 		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, files: sn.files,
 		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB, limits: sn.rec.Limits,
+		network: sn.net,
 		launch: func(ctx context.Context, spec runtime.Spec) error {
 			return s.cfg.Runtime.Restore(ctx, spec, dir)
 		},
@@ -322,18 +332,32 @@ func (s *Service) claimPooledLocked(sn *snap, n int) []*box {
 	return ready
 }
 
-// handOut gives a pooled sandbox its own token and lifetime; its call's
-// commit records and lists it.
-func (s *Service) handOut(b *box, tokenHash string, ttl time.Duration) {
+// handOut gives a pooled sandbox its own token, lifetime and egress
+// policy; its call's commit records and lists it. A pooled sandbox runs
+// with its snapshot's policy, which most claims keep: only another one
+// costs an update.
+func (s *Service) handOut(ctx context.Context, b *box, p netpolicy.Policy, tokenHash string, ttl time.Duration) error {
 	now := time.Now()
 	b.mu.Lock()
 	b.rec.Status = StatusCreating
 	b.rec.TokenHash = tokenHash
 	b.rec.CreatedAt = now
 	b.rec.ExpiresAt = now.Add(ttl)
+	cur := b.net
 	b.mu.Unlock()
 	s.stats.Created.Add(1)
 	s.stats.PoolHits.Add(1)
+	if samePolicy(cur, p) {
+		return nil
+	}
+	if err := s.applyPolicy(ctx, b, p); err != nil {
+		return err
+	}
+	b.mu.Lock()
+	b.net = p
+	b.rec.NetworkJSON = encodePolicy(p)
+	b.mu.Unlock()
+	return nil
 }
 
 // reserve holds slots and memory for n sandboxes from src while they
@@ -412,7 +436,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	rec := store.Sandbox{
 		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
 		SnapshotTag: src.snapshotTag, CPUs: src.cpus, MemoryMiB: src.memoryMiB, TokenHash: tokenHash,
-		CreatedAt: now, ExpiresAt: now.Add(ttl), Limits: src.limits,
+		CreatedAt: now, ExpiresAt: now.Add(ttl), Limits: src.limits, NetworkJSON: encodePolicy(src.network),
 	}
 	// The record comes first so that a daemon killed mid-start finds it and
 	// cleans up after itself.
@@ -420,10 +444,16 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		return nil, err
 	}
 	b := s.newBox(rec)
+	b.net = src.network
 	spec := specFor(rec.ID, src, status == StatusBuilding)
 	first := firstCall(rec.ID, src)
+	// The network is attached as soon as the sandbox runs: a restored
+	// one's processes carry on at once.
 	start := func() error {
 		if err := src.launch(ctx, spec); err != nil {
+			return err
+		}
+		if err := s.attachNetwork(ctx, b); err != nil {
 			return err
 		}
 		return s.awaitAgent(ctx, b, first)
@@ -433,6 +463,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		// A guest that died while it booted (its kernel panicked, say)
 		// gets one more boot: a cold start has no state to lose.
 		s.log.Warn("sandbox died while booting; booting it again", "id", rec.ID, "err", err)
+		s.detachNetwork(b)
 		if err = s.cfg.Runtime.Destroy(ctx, rec.ID); err == nil {
 			err = start()
 		}

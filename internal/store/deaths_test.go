@@ -11,17 +11,8 @@ import (
 func TestDeaths(t *testing.T) {
 	ctx := context.Background()
 	path := filepath.Join(t.TempDir(), "cove.db")
-	s, err := Open(ctx, path)
-	if err != nil {
-		t.Fatal(err)
-	}
+	s, _ := openWithRunning(t, path, "sb-dead", "sb-live")
 	now := time.UnixMilli(time.Now().UnixMilli())
-	for _, id := range []string{"sb-dead", "sb-live"} {
-		if err := s.PutSandbox(ctx, Sandbox{ID: id, Status: "running", Backend: "gvisor", Image: "i", CPUs: 1,
-			MemoryMiB: 512, TokenHash: "h", CreatedAt: now, ExpiresAt: now.Add(time.Hour)}); err != nil {
-			t.Fatal(err)
-		}
-	}
 	want := Death{Reason: "oom_killed", Detail: "at its limit", At: now}
 	if err := s.SetDead(ctx, "sb-dead", "dead", want); err != nil {
 		t.Fatal(err)
@@ -32,7 +23,7 @@ func TestDeaths(t *testing.T) {
 	s.Close()
 
 	// Reopened, migrations and all: the death survives, with the status.
-	s, err = Open(ctx, path)
+	s, err := Open(ctx, path)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,6 +30,9 @@ type Snapshot struct {
 	// (a branch whose children are starting); a restart drops it.
 	Pending bool
 	Limits  // disk, processes, open files
+	// NetworkJSON is the egress policy its sandboxes start with, as JSON; ""
+	// for none given.
+	NetworkJSON string
 }
 
 const snapshotSchema = `
@@ -63,11 +66,11 @@ var snapshotMigrations = []string{
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
 		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at,
-		runtime_version, token_hash, pending, disk_mib, pids, open_files)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		runtime_version, token_hash, pending, disk_mib, pids, open_files, network)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
 		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending,
-		sn.DiskMiB, sn.Pids, sn.OpenFiles)
+		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.NetworkJSON)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -85,7 +88,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 // Snapshots returns every snapshot record, oldest first.
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
-		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending, disk_mib, pids, open_files
+		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending, disk_mib, pids, open_files, network
 		FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
@@ -97,7 +100,7 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
 			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
-			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles); err != nil {
+			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles, &sn.NetworkJSON); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

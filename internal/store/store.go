@@ -39,6 +39,8 @@ type Sandbox struct {
 	CreatedAt   time.Time
 	ExpiresAt   time.Time
 	Limits      // disk, processes, open files
+	// NetworkJSON is the sandbox's egress policy, as JSON; "" for none given.
+	NetworkJSON string
 }
 
 const schema = `
@@ -86,11 +88,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// One writer at a time is all SQLite allows; a single connection keeps
 	// writers from spinning on SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema+snapshotSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
-	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations) {
+	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)
@@ -152,12 +154,18 @@ type execer interface {
 }
 
 func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
-	_, err := db.ExecContext(ctx, `INSERT OR REPLACE INTO sandboxes
+	// An upsert, not INSERT OR REPLACE: a replace deletes the row first,
+	// and with it (ON DELETE CASCADE) the sandbox's ports.
+	_, err := db.ExecContext(ctx, `INSERT INTO sandboxes
 		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at,
-		 disk_mib, pids, open_files)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 disk_mib, pids, open_files, network)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		ON CONFLICT (id) DO UPDATE SET status = excluded.status, backend = excluded.backend, image = excluded.image,
+		 snapshot_tag = excluded.snapshot_tag, cpus = excluded.cpus, memory_mib = excluded.memory_mib,
+		 token_hash = excluded.token_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
+		 disk_mib = excluded.disk_mib, pids = excluded.pids, open_files = excluded.open_files, network = excluded.network`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
-		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles)
+		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles, sb.NetworkJSON)
 	if err != nil {
 		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
 	}
@@ -196,7 +204,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Sandboxes returns every sandbox record, oldest first.
 func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, status, backend, image, snapshot_tag, cpus, memory_mib,
-		token_hash, created_at, expires_at, disk_mib, pids, open_files FROM sandboxes ORDER BY created_at, id`)
+		token_hash, created_at, expires_at, disk_mib, pids, open_files, network FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sandboxes: %w", err)
 	}
@@ -206,7 +214,7 @@ func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 		var sb Sandbox
 		var created, expires int64
 		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
-			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles); err != nil {
+			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles, &sb.NetworkJSON); err != nil {
 			return nil, fmt.Errorf("store: scan sandbox: %w", err)
 		}
 		sb.CreatedAt = time.UnixMilli(created)

@@ -19,7 +19,7 @@ func TestSandboxRoundTrip(t *testing.T) {
 	now := time.UnixMilli(time.Now().UnixMilli())
 	want := Sandbox{ID: "sb-1", Status: "running", Backend: "gvisor", Image: "default-abc", CPUs: 1,
 		MemoryMiB: 512, Limits: Limits{DiskMiB: 2048, Pids: 1024, OpenFiles: 4096}, TokenHash: "h",
-		CreatedAt: now, ExpiresAt: now.Add(time.Minute)}
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute), NetworkJSON: `{"allow_cidrs":["192.0.2.0/24"]}`}
 	if err := s.PutSandbox(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -28,6 +28,13 @@ func TestSandboxRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	want.ExpiresAt = later
+	if err := s.SetNetwork(ctx, "sb-1", `{"presets":["pypi"]}`); err != nil {
+		t.Fatal(err)
+	}
+	want.NetworkJSON = `{"presets":["pypi"]}`
+	if err := s.SetNetwork(ctx, "missing", "{}"); !errors.Is(err, ErrNotFound) {
+		t.Errorf("SetNetwork(missing) = %v, want ErrNotFound", err)
+	}
 	if err := s.SetStatus(ctx, "missing", "x"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("SetStatus(missing) = %v, want ErrNotFound", err)
 	}
@@ -64,7 +71,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
 		CPUs: 1, MemoryMiB: 512, Limits: Limits{DiskMiB: 512, Pids: 256, OpenFiles: 1024}, PoolSize: 2,
 		SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
-		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true}
+		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true, NetworkJSON: `{"allow_domains":["example.org"]}`}
 	if err := s.PutSnapshot(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -83,8 +90,8 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	}
 }
 
-// A database from before runtime_version, token_hash, pending, the deaths
-// and the limits existed opens and gains them; its old rows read as zero
+// A database from before runtime_version, token_hash, pending, the deaths,
+// the limits and the network existed opens and gains them; its old rows read as zero
 // limits.
 func TestMigrate(t *testing.T) {
 	ctx := context.Background()
@@ -98,6 +105,7 @@ func TestMigrate(t *testing.T) {
 		`ALTER TABLE snapshots DROP COLUMN token_hash`, `ALTER TABLE snapshots DROP COLUMN pending`,
 		`ALTER TABLE snapshots DROP COLUMN disk_mib`, `ALTER TABLE snapshots DROP COLUMN pids`, `ALTER TABLE snapshots DROP COLUMN open_files`,
 		`ALTER TABLE sandboxes DROP COLUMN disk_mib`, `ALTER TABLE sandboxes DROP COLUMN pids`, `ALTER TABLE sandboxes DROP COLUMN open_files`,
+		`ALTER TABLE sandboxes DROP COLUMN network`, `ALTER TABLE snapshots DROP COLUMN network`, `DROP TABLE ports`,
 		`INSERT INTO sandboxes (id, status, backend, image, cpus, memory_mib, token_hash, created_at, expires_at)
 			VALUES ('old', 'running', 'gvisor', 'img', 1, 512, 'h', 0, 0)`,
 	} {
@@ -119,7 +127,7 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("Snapshots = %+v, %v", got, err)
 	}
 	sbs, err := s.Sandboxes(ctx)
-	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) {
+	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) || sbs[0].NetworkJSON != "" {
 		t.Fatalf("Sandboxes = %+v, %v", sbs, err)
 	}
 }

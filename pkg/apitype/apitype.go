@@ -53,6 +53,8 @@ const (
 	CodeInternal     = "internal"
 	CodeLimit        = "limit_reached"
 	CodeGone         = "gone" // 410: the sandbox is dead
+	// CodeBadGateway (502): nothing answered on the sandbox's port.
+	CodeBadGateway = "bad_gateway"
 )
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.
@@ -65,6 +67,9 @@ type CreateSandboxRequest struct {
 	MemoryMiB   int    `json:"memory_mib,omitempty"`   // 0: the configured default
 	DiskMiB     int    `json:"disk_mib,omitempty"`     // disk space it may write; 0: the configured default
 	Pids        int    `json:"pids,omitempty"`         // most processes and threads; 0: the configured default
+	// Network is the sandboxes' egress policy. nil: a spawn's children
+	// take their snapshot's, a cold start gets none (deny all).
+	Network *NetworkPolicy `json:"network,omitempty"`
 	// Prewarm is forkd's flag, accepted for compatibility: every spawn
 	// refills the snapshot's warm pool in the background anyway.
 	Prewarm bool `json:"prewarm,omitempty"`
@@ -97,6 +102,57 @@ type SandboxInfo struct {
 	// sandbox only.
 	DeadReason string `json:"dead_reason,omitempty"`
 	DiedAtUnix int64  `json:"died_at_unix,omitempty"`
+	// Network is its egress policy ({} denies everything).
+	Network NetworkPolicy `json:"network"`
+	// Ports are its exposed ports, without their tokens: GET
+	// /v1/sandboxes/{id}/ports, which takes the sandbox token, shows those.
+	Ports []PortInfo `json:"ports,omitempty"`
+}
+
+// NetworkPolicy is a sandbox's egress policy: what it may connect to. The
+// zero policy, every list empty, denies everything. A destination must be
+// allowed (by CIDR, or by a name in AllowDomains it was resolved or asked
+// for by) and not denied; some (the host, other sandboxes, link-local and
+// private ranges unless allowed by CIDR) stay denied whatever it says.
+type NetworkPolicy struct {
+	AllowCIDRs []string `json:"allow_cidrs,omitempty"` // "203.0.113.0/24", "198.51.100.7"
+	DenyCIDRs  []string `json:"deny_cidrs,omitempty"`
+	// AllowDomains are names it may resolve and reach: "example.org", or
+	// "*.example.org" for every name below it. HTTP and HTTPS are judged
+	// by the Host header and the TLS SNI.
+	AllowDomains []string `json:"allow_domains,omitempty"`
+	DenyDomains  []string `json:"deny_domains,omitempty"`
+	// Presets name policies in the daemon's configuration (GET /v1/info
+	// lists them), such as "pypi", added to this one.
+	Presets []string `json:"presets,omitempty"`
+}
+
+// IsZero reports whether p denies everything.
+func (p NetworkPolicy) IsZero() bool {
+	return len(p.AllowCIDRs) == 0 && len(p.DenyCIDRs) == 0 && len(p.AllowDomains) == 0 &&
+		len(p.DenyDomains) == 0 && len(p.Presets) == 0
+}
+
+// ExposePortRequest is the body of POST /v1/sandboxes/{id}/ports.
+type ExposePortRequest struct {
+	Port   int  `json:"port"`             // 1-65535, where a server in the sandbox listens on 0.0.0.0
+	Public bool `json:"public,omitempty"` // reachable without the port's token
+}
+
+// PortInfo is an exposed port: the preview URLs the daemon serves it at,
+// and the token they take unless it is public (in the X-Cove-Preview-Token
+// header, or once as ?token= in a browser, which then keeps a cookie).
+type PortInfo struct {
+	Port     int    `json:"port"`
+	Public   bool   `json:"public"`
+	URL      string `json:"url"`
+	HTTPSURL string `json:"https_url,omitempty"`
+	Token    string `json:"token,omitempty"`
+}
+
+// PortsResponse answers GET /v1/sandboxes/{id}/ports.
+type PortsResponse struct {
+	Ports []PortInfo `json:"ports"`
 }
 
 // CompatCreateResponse is sandboxd's POST /sandboxes answer.
@@ -199,7 +255,24 @@ type Info struct {
 	Accel string `json:"accel,omitempty"`
 	// Recovering is how many recorded sandboxes a restarted daemon is
 	// still checking or cleaning up.
-	Recovering int `json:"recovering,omitempty"`
+	Recovering int         `json:"recovering,omitempty"`
+	Network    NetworkInfo `json:"network"`
+}
+
+// NetworkInfo is what the daemon offers sandboxes for a network.
+type NetworkInfo struct {
+	// Enabled: sandboxes have a network, its egress denied unless a
+	// sandbox's policy allows it. False: they have none at all.
+	Enabled bool `json:"enabled"`
+	// Presets are the policies a NetworkPolicy may name.
+	Presets []string `json:"presets,omitempty"`
+	// PreviewDomain is where exposed ports are served: PORT-ID.<domain>.
+	PreviewDomain string `json:"preview_domain,omitempty"`
+	// PreviewHTTPSPort, if not zero, serves them over HTTPS too.
+	PreviewHTTPSPort int `json:"preview_https_port,omitempty"`
+	// PreviewCA is the certificate to trust for HTTPS preview URLs, when
+	// cove issued theirs from its local CA.
+	PreviewCA string `json:"preview_ca,omitempty"`
 }
 
 // Limits are the bounds a request must stay within.
@@ -241,6 +314,22 @@ type CreateSnapshotRequest struct {
 	DiskMiB   int    `json:"disk_mib,omitempty"`   // 0: the configured default
 	Pids      int    `json:"pids,omitempty"`       // 0: the configured default
 	PoolSize  *int   `json:"pool_size,omitempty"`  // ready sandboxes kept restored; nil: the daemon's default
+	// Network is the builder's egress policy while Warm runs, recorded on
+	// the snapshot for its children; nil: none (deny all).
+	Network *NetworkPolicy `json:"network,omitempty"`
+}
+
+// ContentTypeNDJSON is newline-delimited JSON: POST /v1/snapshots answers
+// with it, one SnapshotBuildEvent a line, when the request accepts it.
+const ContentTypeNDJSON = "application/x-ndjson"
+
+// SnapshotBuildEvent is one line of a streamed snapshot build: output of
+// the warm command as it runs, then the snapshot or the error that ended
+// the build.
+type SnapshotBuildEvent struct {
+	Output   string        `json:"output,omitempty"`
+	Snapshot *SnapshotInfo `json:"snapshot,omitempty"`
+	Error    *ErrorBody    `json:"error,omitempty"`
 }
 
 // SnapshotInfo describes a snapshot (forkd's shape, extended).
@@ -263,6 +352,8 @@ type SnapshotInfo struct {
 	// RuntimeVersion is the backend version that saved it; only that
 	// version can restore it.
 	RuntimeVersion string `json:"runtime_version"`
+	// Network is the egress policy its children start with.
+	Network NetworkPolicy `json:"network"`
 }
 
 // BranchRequest is the body of POST /v1/sandboxes/{id}/branch and
@@ -272,6 +363,9 @@ type BranchRequest struct {
 	Tag     string `json:"tag,omitempty"` // empty: a generated tag
 	N       int    `json:"n,omitempty"`
 	TTLSecs int64  `json:"ttl_secs,omitempty"` // children's lifetime
+	// Network is the new snapshot's and its children's egress policy;
+	// nil: the source sandbox's.
+	Network *NetworkPolicy `json:"network,omitempty"`
 }
 
 // BranchResponse is the new snapshot, how long the source was paused, and

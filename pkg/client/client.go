@@ -383,18 +383,31 @@ func (c *Client) call(ctx context.Context, extra time.Duration, method, path str
 			return fmt.Errorf("cove: encode %s %s: %w", method, path, err)
 		}
 	}
-	for giveUp := time.Now().Add(maxRetryFor); ; {
+	return retry(ctx, func() error {
 		req, err := c.newRequest(ctx, method, path, q, sandboxToken)
 		if err != nil {
 			return err
 		}
 		if body != nil {
-			req.Body = io.NopCloser(bytes.NewReader(b))
-			req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
-			req.ContentLength = int64(len(b))
-			req.Header.Set("Content-Type", "application/json")
+			setJSONBody(req, b)
 		}
-		err = c.do(req, out)
+		return c.do(req, out)
+	})
+}
+
+// setJSONBody makes b req's body.
+func setJSONBody(req *http.Request, b []byte) {
+	req.Body = io.NopCloser(bytes.NewReader(b))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(b)), nil }
+	req.ContentLength = int64(len(b))
+	req.Header.Set("Content-Type", "application/json")
+}
+
+// retry runs attempt until it succeeds or fails with no Retry-After, or
+// waiting for one would pass ctx's deadline or maxRetryFor.
+func retry(ctx context.Context, attempt func() error) error {
+	for giveUp := time.Now().Add(maxRetryFor); ; {
+		err := attempt()
 		var e *Error
 		if !errors.As(err, &e) || e.RetryAfter <= 0 || time.Now().Add(e.RetryAfter).After(giveUp) {
 			return err

@@ -55,6 +55,11 @@ func fakeDaemon(t *testing.T) (*Client, *recorded) {
 		case r.URL.Path == "/v1/snapshots" && r.Method == http.MethodPost:
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `{"tag":"py","depth":0,"pool_size":3}`)
+		case strings.HasSuffix(r.URL.Path, "/ports") && r.Method == http.MethodPost:
+			w.WriteHeader(http.StatusCreated)
+			io.WriteString(w, `{"port":8000,"public":true,"url":"http://8000-s1.localhost:8080","token":"pt"}`)
+		case strings.HasSuffix(r.URL.Path, "/ports"):
+			io.WriteString(w, `{"ports":[{"port":8000,"public":false,"url":"http://8000-s1.localhost:8080","token":"pt"}]}`)
 		case strings.HasSuffix(r.URL.Path, "/branch") || strings.HasSuffix(r.URL.Path, "/snapshot"):
 			w.WriteHeader(http.StatusCreated)
 			io.WriteString(w, `{"tag":"b1","branched_from":"s1","depth":1,"pause_ms":12.5,"children":[{"id":"c1","token":"ct1"}]}`)
@@ -158,6 +163,35 @@ func TestRoutesAndHeaders(t *testing.T) {
 			return err
 		}, "POST", "/v1/sandboxes", "", true, true, `{"snapshot_tag":"b1"}`},
 		{"escaped id", func(c *Client) error { _, err := c.GetSandbox(ctx, "a/b c"); return err }, "GET", "/v1/sandboxes/a%2Fb%20c", "", true, false, ""},
+		{"create with a policy", func(c *Client) error {
+			_, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{Network: &apitype.NetworkPolicy{AllowDomains: []string{"pypi.org"}}})
+			return err
+		}, "POST", "/v1/sandboxes", "", true, false, `{"network":{"allow_domains":["pypi.org"]}}`},
+		{"branch with a policy", func(c *Client) error {
+			_, err := c.Branch(ctx, "s1", testToken, apitype.BranchRequest{Network: &apitype.NetworkPolicy{}})
+			return err
+		}, "POST", "/v1/sandboxes/s1/branch", "", true, true, `{"network":{}}`},
+		{"set network", func(c *Client) error {
+			_, err := c.SetNetwork(ctx, "s1", apitype.NetworkPolicy{AllowCIDRs: []string{"192.0.2.0/24"}, Presets: []string{"pypi"}})
+			return err
+		}, "PUT", "/v1/sandboxes/s1/network", "", true, false, `{"allow_cidrs":["192.0.2.0/24"],"presets":["pypi"]}`},
+		{"deny all", func(c *Client) error { _, err := c.SetNetwork(ctx, "s1", apitype.NetworkPolicy{}); return err },
+			"PUT", "/v1/sandboxes/s1/network", "", true, false, `{}`},
+		{"expose", func(c *Client) error {
+			p, err := c.ExposePort(ctx, "s1", testToken, 8000, true)
+			if err == nil && (p.Port != 8000 || p.Token != "pt") {
+				t.Errorf("expose = %+v", p)
+			}
+			return err
+		}, "POST", "/v1/sandboxes/s1/ports", "", true, true, `{"port":8000,"public":true}`},
+		{"list ports", func(c *Client) error {
+			ps, err := c.ListPorts(ctx, "s1", testToken)
+			if err == nil && (len(ps) != 1 || ps[0].Port != 8000) {
+				t.Errorf("ports = %+v", ps)
+			}
+			return err
+		}, "GET", "/v1/sandboxes/s1/ports", "", true, true, ""},
+		{"unexpose", func(c *Client) error { return c.UnexposePort(ctx, "s1", testToken, 8000) }, "DELETE", "/v1/sandboxes/s1/ports/8000", "", true, true, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

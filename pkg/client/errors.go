@@ -52,7 +52,13 @@ var (
 	ErrUnavailable  = &Error{Status: http.StatusServiceUnavailable, Code: apitype.CodeUnavailable, Message: "unavailable"}
 	// ErrGone is a call to a dead sandbox; GetSandbox says why it died.
 	ErrGone = &Error{Status: http.StatusGone, Code: apitype.CodeGone, Message: "gone"}
+	// ErrBadGateway is a tunnel to a port nothing in the sandbox listens on.
+	ErrBadGateway = &Error{Status: http.StatusBadGateway, Code: apitype.CodeBadGateway, Message: "bad gateway"}
 )
+
+// sentinels are the errors above, by the codes they stand for.
+var sentinels = []*Error{ErrBadRequest, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrConflict,
+	ErrTooLarge, ErrLimit, ErrTimeout, ErrUnavailable, ErrGone, ErrBadGateway}
 
 // maxErrorBody bounds how much of an error body is read: enough for any
 // JSON error, little enough that a proxy's HTML page is harmless.

@@ -222,7 +222,7 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if !runtime.ValidID(id) {
 		return nil, runtime.ErrNotFound
 	}
-	ns := netns.Name(id, hostRole)
+	ns := r.Netns(id)
 	if !netns.Exists(ns) {
 		return nil, fmt.Errorf("gvisor: sandbox %s: %w", id, runtime.ErrNotFound)
 	}

@@ -12,7 +12,10 @@ import (
 // addresses every sandbox's link has (netns.HostAddr and the rest): the
 // guest namespace, which runsc takes over (its netstack serves the
 // sandbox), and a host-side namespace from which the daemon dials the
-// agent. Neither namespace has any other link: no route leads out.
+// agent. Neither namespace has any other link: no route leads out of the
+// host side. The guest's default route points at the host side, where the
+// daemon's resolver and egress proxy answer (internal/netpolicy); runsc
+// takes the route over with the interface.
 const (
 	guestRole = "g" // netns.Name's role of the guest namespace
 	hostRole  = "h" // and of the host side
@@ -32,7 +35,8 @@ func setupNetns(ctx context.Context, id string) error {
 	if err := netns.IP(ctx, h, strings.NewReader(hostCmds), "-batch", "-"); err != nil {
 		return err
 	}
-	guestCmds := fmt.Sprintf("addr add %s dev eth0\nlink set eth0 up\nlink set lo up\n", netns.GuestAddr)
+	guestCmds := fmt.Sprintf("addr add %s dev eth0\nlink set eth0 up\nlink set lo up\nroute add default via %s dev eth0\n",
+		netns.GuestAddr, netns.HostIP)
 	return netns.IP(ctx, g, strings.NewReader(guestCmds), "-batch", "-")
 }
 
@@ -41,3 +45,6 @@ func setupNetns(ctx context.Context, id string) error {
 func teardownNetns(ctx context.Context, id string) error {
 	return netns.Delete(ctx, netns.Name(id, guestRole), netns.Name(id, hostRole))
 }
+
+// Netns implements runtime.Runtime: the host-side namespace.
+func (r *Runtime) Netns(id string) string { return netns.Name(id, hostRole) }

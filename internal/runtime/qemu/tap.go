@@ -78,3 +78,7 @@ func tunAttach(name string) (*os.File, error) {
 	}
 	return os.NewFile(uintptr(fd), "tap:"+name), nil
 }
+
+// Netns implements runtime.Runtime: the VM's namespace, which holds the
+// host end of its tap.
+func (r *Runtime) Netns(id string) string { return netns.Name(id, netnsRole) }

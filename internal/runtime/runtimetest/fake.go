@@ -240,6 +240,10 @@ func (rt *Fake) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return host, nil
 }
 
+// Netns implements runtime.Runtime: a name no namespace has, since the
+// fake makes none.
+func (rt *Fake) Netns(id string) string { return "cove-" + id + "-fake" }
+
 func (rt *Fake) Destroy(ctx context.Context, id string) error {
 	rt.mu.Lock()
 	b := rt.boxes[id]
