@@ -38,9 +38,6 @@ type env struct {
 	// net is the test network every daemon's sandboxes may be allowed
 	// to reach: the only servers a network test talks to.
 	net *testnet.Net
-	// TODO(i14): remove once the network parts merge: whether cove serve
-	// has the network flags at all.
-	netFlags bool
 }
 
 var suite env // set once by TestMain, read-only after
@@ -81,8 +78,6 @@ func run(m *testing.M) int {
 	}
 	defer tn.Close()
 	suite.net = tn
-	help, _ := exec.Command(suite.bin, "serve", "--help").CombinedOutput()
-	suite.netFlags = bytes.Contains(help, []byte("--dns-upstream"))
 	d, err := startDaemon(filepath.Join(tmp, "shared"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
@@ -158,9 +153,6 @@ func isBackendProc(args []string) bool {
 // networkArgs are the daemon flags that point sandboxes' DNS at the test
 // network's zone server and let allowed names resolve into it.
 func networkArgs() []string {
-	if !suite.netFlags {
-		return nil
-	}
 	return []string{"--dns-upstream", suite.net.DNS.String(), "--resolvable-private", "10.99.0.0/16"}
 }
 

@@ -16,33 +16,6 @@ import (
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
-// netPolicy is a sandbox's egress policy (apitype.NetworkPolicy).
-type netPolicy struct {
-	AllowCIDRs   []string `json:"allow_cidrs,omitempty"`
-	DenyCIDRs    []string `json:"deny_cidrs,omitempty"`
-	AllowDomains []string `json:"allow_domains,omitempty"`
-	DenyDomains  []string `json:"deny_domains,omitempty"`
-	Presets      []string `json:"presets,omitempty"`
-}
-
-// portInfo is an exposed port (apitype.PortInfo).
-type portInfo struct {
-	Port     int    `json:"port"`
-	Public   bool   `json:"public"`
-	URL      string `json:"url"`
-	HTTPSURL string `json:"https_url,omitempty"`
-	Token    string `json:"token"`
-}
-
-// netInfo is a sandbox as GET shows it, with its network.
-type netInfo struct {
-	ID      string     `json:"id"`
-	Status  string     `json:"status"`
-	Token   string     `json:"token,omitempty"`
-	Network netPolicy  `json:"network"`
-	Ports   []portInfo `json:"ports,omitempty"`
-}
-
 // call sends a JSON request to d with its API key (and a sandbox token if
 // not empty), checks the status and decodes the answer into out if not
 // nil. It returns the body.
@@ -84,18 +57,13 @@ func (d *daemon) call(t *testing.T, method, path, sandboxToken string, body any,
 	return b
 }
 
-// createReq is a create call's body with a network policy.
-type createReq struct {
-	apitype.CreateSandboxRequest
-	Network *netPolicy `json:"network,omitempty"`
-}
-
 // createNet creates sandboxes with policy p (nil: none given) on d,
 // deleted at the end of the test.
-func createNet(t *testing.T, d *daemon, req apitype.CreateSandboxRequest, p *netPolicy) []sandbox {
+func createNet(t *testing.T, d *daemon, req apitype.CreateSandboxRequest, p *apitype.NetworkPolicy) []sandbox {
 	t.Helper()
-	var infos []netInfo
-	d.call(t, http.MethodPost, "/v1/sandboxes", req.SandboxToken, createReq{req, p}, http.StatusCreated, &infos)
+	req.Network = p
+	var infos []apitype.SandboxInfo
+	d.call(t, http.MethodPost, "/v1/sandboxes", req.SandboxToken, req, http.StatusCreated, &infos)
 	out := make([]sandbox, len(infos))
 	for i, info := range infos {
 		if info.Token == "" || info.Status != apitype.StatusRunning {
@@ -111,23 +79,23 @@ func createNet(t *testing.T, d *daemon, req apitype.CreateSandboxRequest, p *net
 	return out
 }
 
-func getNet(t *testing.T, d *daemon, id string) netInfo {
+func getNet(t *testing.T, d *daemon, id string) apitype.SandboxInfo {
 	t.Helper()
-	var info netInfo
+	var info apitype.SandboxInfo
 	d.call(t, http.MethodGet, "/v1/sandboxes/"+id, "", nil, http.StatusOK, &info)
 	return info
 }
 
-func setNetwork(t *testing.T, d *daemon, id string, p netPolicy) netInfo {
+func setNetwork(t *testing.T, d *daemon, id string, p apitype.NetworkPolicy) apitype.SandboxInfo {
 	t.Helper()
-	var info netInfo
+	var info apitype.SandboxInfo
 	d.call(t, http.MethodPut, "/v1/sandboxes/"+id+"/network", "", p, http.StatusOK, &info)
 	return info
 }
 
-func exposePort(t *testing.T, d *daemon, sb sandbox, port int, public bool) portInfo {
+func exposePort(t *testing.T, d *daemon, sb sandbox, port int, public bool) apitype.PortInfo {
 	t.Helper()
-	var pi portInfo
+	var pi apitype.PortInfo
 	d.call(t, http.MethodPost, "/v1/sandboxes/"+sb.id+"/ports", sb.token,
 		map[string]any{"port": port, "public": public}, http.StatusCreated, &pi)
 	if pi.Port != port || pi.Public != public || pi.URL == "" || (!public && pi.Token == "") {
@@ -137,13 +105,8 @@ func exposePort(t *testing.T, d *daemon, sb sandbox, port int, public bool) port
 }
 
 // samePolicy compares policies as JSON: nil and empty lists are alike.
-func samePolicy(a, b netPolicy) bool {
+func samePolicy(a, b apitype.NetworkPolicy) bool {
 	ja, _ := json.Marshal(a)
 	jb, _ := json.Marshal(b)
 	return bytes.Equal(ja, jb)
-}
-
-func (p netPolicy) String() string {
-	b, _ := json.Marshal(p)
-	return string(b)
 }

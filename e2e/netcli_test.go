@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/testnet"
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // coveCLI runs the cove CLI against d with a token store of its own (in
@@ -38,22 +39,21 @@ func cliEnv(d *daemon, home string) []string {
 // cove expose prints a preview URL, and cove snapshot build with a policy
 // streams its warm step's output, which downloads from an allowed server.
 func TestNetworkCLI(t *testing.T) {
-	needNet(t)
 	d, tn := suite.shared, suite.net
 	home := t.TempDir()
 	id := strings.TrimSpace(coveCLI(t, d, home, "create", "-q", "--allow-cidr", cidr(tn.Allowed), "--allow-domain", testnet.AllowedName))
 	t.Cleanup(func() { d.c.DeleteSandbox(context.Background(), id) })
-	want := netPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}, AllowDomains: []string{testnet.AllowedName}}
+	want := apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}, AllowDomains: []string{testnet.AllowedName}}
 	if got := getNet(t, d, id).Network; !samePolicy(got, want) {
-		t.Errorf("cove create --allow-cidr --allow-domain made %s, want %s", got, want)
+		t.Errorf("cove create --allow-cidr --allow-domain made %+v, want %+v", got, want)
 	}
 	if out := coveCLI(t, d, home, "net", id); !strings.Contains(out, cidr(tn.Allowed)) || !strings.Contains(out, testnet.AllowedName) {
 		t.Errorf("cove net %s:\n%s\nwant the policy", id, out)
 	}
 	coveCLI(t, d, home, "net", id, "set", "--allow-cidr", cidr(tn.Other), "--deny-cidr", cidr(tn.Allowed))
-	want = netPolicy{AllowCIDRs: []string{cidr(tn.Other)}, DenyCIDRs: []string{cidr(tn.Allowed)}}
+	want = apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Other)}, DenyCIDRs: []string{cidr(tn.Allowed)}}
 	if got := getNet(t, d, id).Network; !samePolicy(got, want) {
-		t.Errorf("after cove net set: %s, want %s", got, want)
+		t.Errorf("after cove net set: %+v, want %+v", got, want)
 	}
 	if out := coveCLI(t, d, home, "expose", id, "8000"); !strings.Contains(out, "http://8000-"+id+".localhost:") {
 		t.Errorf("cove expose %s 8000:\n%s\nwant its preview URL", id, out)
@@ -103,9 +103,9 @@ func TestNetworkCLI(t *testing.T) {
 	if last-first < time.Second {
 		t.Errorf("warm output did not stream to the CLI: the download at %v, warm-done at %v", first, last)
 	}
-	var snap snapInfo
+	var snap apitype.SnapshotInfo
 	d.call(t, http.MethodGet, "/v1/snapshots/"+tag, "", nil, http.StatusOK, &snap)
-	if want := (netPolicy{AllowDomains: []string{testnet.AllowedName}}); !samePolicy(snap.Network, want) {
-		t.Errorf("the snapshot records %s, want %s", snap.Network, want)
+	if want := (apitype.NetworkPolicy{AllowDomains: []string{testnet.AllowedName}}); !samePolicy(snap.Network, want) {
+		t.Errorf("the snapshot records %+v, want %+v", snap.Network, want)
 	}
 }

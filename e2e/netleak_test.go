@@ -189,7 +189,6 @@ func netProblems(t *testing.T, d *daemon, live, gone []string) []string {
 // one killed while it was down leaves nothing, and once all are killed
 // nothing of any remains.
 func TestNetworkNoLeak(t *testing.T) {
-	needNet(t)
 	tn := suite.net
 	d, err := startDaemon(filepath.Join(suite.tmp, "netleak"))
 	if err != nil {
@@ -201,7 +200,7 @@ func TestNetworkNoLeak(t *testing.T) {
 	if backend() == "qemu" {
 		n, k = 6, 3
 	}
-	p := netPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}, AllowDomains: []string{testnet.AllowedName}}
+	p := apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}, AllowDomains: []string{testnet.AllowedName}}
 	ids := func(sbs []sandbox) []string {
 		var out []string
 		for _, sb := range sbs {
@@ -236,7 +235,7 @@ func TestNetworkNoLeak(t *testing.T) {
 	netHeld(t, d, ids(live), gone)
 	for _, sb := range live {
 		if got := getNet(t, d, sb.id).Network; !samePolicy(got, p) {
-			t.Errorf("after the restart %s has %s, want %s", sb.id, got, p)
+			t.Errorf("after the restart %s has %+v, want %+v", sb.id, got, p)
 		}
 	}
 	check(t, d, live[0],

@@ -19,15 +19,6 @@ import (
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
-// needNet skips a network test until cove serve has the network flags.
-// TODO(i14): remove once the network parts merge.
-func needNet(t *testing.T) {
-	t.Helper()
-	if !suite.netFlags {
-		t.Skip("cove serve has no --dns-upstream yet")
-	}
-}
-
 func webURL(scheme string, a netip.Addr) string { return scheme + "://" + a.String() + "/" }
 
 // banner is the start of what the test server at a answers.
@@ -103,12 +94,11 @@ func hostCases(t *testing.T, d *daemon, why string) []probeCase {
 // address (0.0.0.0/0) or the test network's range still leaves the host,
 // the link and private ranges the CIDR does not name out of reach.
 func TestNetworkDeny(t *testing.T) {
-	needNet(t)
 	d, tn := suite.shared, suite.net
 	sbs := createNet(t, d, apitype.CreateSandboxRequest{N: 2}, nil)
 	a, b := sbs[0], sbs[1]
-	if p := getNet(t, d, a.id).Network; !samePolicy(p, netPolicy{}) {
-		t.Errorf("a sandbox made without a policy has %s, want none (deny)", p)
+	if p := getNet(t, d, a.id).Network; !samePolicy(p, apitype.NetworkPolicy{}) {
+		t.Errorf("a sandbox made without a policy has %+v, want none (deny)", p)
 	}
 	// b serves a port, exposed through the daemon: a must not reach it.
 	startHTTPServer(t, d, b, 8000, "/tmp")
@@ -135,7 +125,7 @@ func TestNetworkDeny(t *testing.T) {
 	}
 
 	// Everything by CIDR: the host, the link and private ranges stay shut.
-	setNetwork(t, d, a.id, netPolicy{AllowCIDRs: []string{"0.0.0.0/0"}})
+	setNetwork(t, d, a.id, apitype.NetworkPolicy{AllowCIDRs: []string{"0.0.0.0/0"}})
 	cases = []probeCase{
 		{httpGet(webURL("http", tn.Allowed)), refused, "", "0.0.0.0/0: a private address no CIDR inside its range names"},
 		{tcpEcho(tn.Other, testnet.EchoPort), refused, "", "0.0.0.0/0: a private address's echo"},
@@ -146,7 +136,7 @@ func TestNetworkDeny(t *testing.T) {
 
 	// The test network's range: its servers answer; the host's address
 	// inside it does not, nor does UDP.
-	setNetwork(t, d, a.id, netPolicy{AllowCIDRs: []string{tn.Prefix.String()}})
+	setNetwork(t, d, a.id, apitype.NetworkPolicy{AllowCIDRs: []string{tn.Prefix.String()}})
 	listener := hostListener(t)
 	check(t, d, a,
 		probeCase{httpGet(webURL("http", tn.Allowed)), reach, banner(tn.Allowed), "the range allowed"},
@@ -180,12 +170,11 @@ func startHTTPServer(t *testing.T, d *daemon, sb sandbox, port int, dir string) 
 // network on the running sandbox flips that both ways without restarting
 // it, and a bad policy changes nothing.
 func TestNetworkCIDR(t *testing.T) {
-	needNet(t)
 	d, tn := suite.shared, suite.net
-	p := netPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}}
+	p := apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}}
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, &p)[0]
 	if got := getNet(t, d, sb.id).Network; !samePolicy(got, p) {
-		t.Fatalf("GET shows %s, want %s", got, p)
+		t.Fatalf("GET shows %+v, want %+v", got, p)
 	}
 	pid := strings.TrimSpace(execOK(t, d, sb, "sleep 3600 >/dev/null 2>&1 & echo $!"))
 
@@ -198,9 +187,9 @@ func TestNetworkCIDR(t *testing.T) {
 		probeCase{tcpEcho(tn.Other, testnet.EchoPort), refused, "", "not allowed, echo"},
 	)
 
-	flipped := netPolicy{AllowCIDRs: []string{cidr(tn.Other)}}
+	flipped := apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Other)}}
 	if got := setNetwork(t, d, sb.id, flipped).Network; !samePolicy(got, flipped) {
-		t.Errorf("PUT network answered %s, want %s", got, flipped)
+		t.Errorf("PUT network answered %+v, want %+v", got, flipped)
 	}
 	check(t, d, sb,
 		probeCase{httpGet(webURL("http", tn.Allowed)), refused, "", "no longer allowed"},
@@ -208,15 +197,15 @@ func TestNetworkCIDR(t *testing.T) {
 	)
 
 	// A deny CIDR on top of an allowed range.
-	setNetwork(t, d, sb.id, netPolicy{AllowCIDRs: []string{tn.Prefix.String()}, DenyCIDRs: []string{cidr(tn.Other)}})
+	setNetwork(t, d, sb.id, apitype.NetworkPolicy{AllowCIDRs: []string{tn.Prefix.String()}, DenyCIDRs: []string{cidr(tn.Other)}})
 	check(t, d, sb,
 		probeCase{httpGet(webURL("http", tn.Allowed)), reach, banner(tn.Allowed), "in the allowed range"},
 		probeCase{httpGet(webURL("http", tn.Other)), refused, "", "in the allowed range, but denied"},
 	)
 
 	// Back to deny; a bad policy is refused and changes nothing.
-	setNetwork(t, d, sb.id, netPolicy{})
-	for _, bad := range []netPolicy{
+	setNetwork(t, d, sb.id, apitype.NetworkPolicy{})
+	for _, bad := range []apitype.NetworkPolicy{
 		{AllowCIDRs: []string{"not-a-cidr"}},
 		{AllowCIDRs: []string{"10.99.0.0/33"}},
 		{AllowDomains: []string{"exa mple.org"}},
@@ -224,8 +213,8 @@ func TestNetworkCIDR(t *testing.T) {
 	} {
 		d.call(t, http.MethodPut, "/v1/sandboxes/"+sb.id+"/network", "", bad, http.StatusBadRequest, nil)
 	}
-	if got := getNet(t, d, sb.id).Network; !samePolicy(got, netPolicy{}) {
-		t.Errorf("after bad policies GET shows %s, want deny", got)
+	if got := getNet(t, d, sb.id).Network; !samePolicy(got, apitype.NetworkPolicy{}) {
+		t.Errorf("after bad policies GET shows %+v, want deny", got)
 	}
 	check(t, d, sb,
 		probeCase{httpGet(webURL("http", tn.Allowed)), refused, "", "denied again"},
@@ -245,12 +234,11 @@ func TestNetworkCIDR(t *testing.T) {
 // not resolve and are never asked of the zone server; a raw IP, or a name
 // not allowed pointed at an allowed name's address, is refused.
 func TestNetworkDomains(t *testing.T) {
-	needNet(t)
 	d, tn := suite.shared, suite.net
-	p := netPolicy{AllowDomains: []string{testnet.AllowedName, "*.wild.test"}, DenyDomains: []string{testnet.ForbiddenName}}
+	p := apitype.NetworkPolicy{AllowDomains: []string{testnet.AllowedName, "*.wild.test"}, DenyDomains: []string{testnet.ForbiddenName}}
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, &p)[0]
 	if got := getNet(t, d, sb.id).Network; !samePolicy(got, p) {
-		t.Fatalf("GET shows %s, want %s", got, p)
+		t.Fatalf("GET shows %+v, want %+v", got, p)
 	}
 	const ca = "/tmp/testnet-ca.pem"
 	if _, err := d.c.PutFile(context.Background(), sb.id, sb.token, ca, 0o644, strings.NewReader(string(tn.CA.PEM)), int64(len(tn.CA.PEM))); err != nil {
@@ -295,7 +283,7 @@ func TestNetworkDomains(t *testing.T) {
 
 	// Two names on one address: the allowed one connects, the denied
 	// one does not.
-	shared := netPolicy{AllowDomains: []string{testnet.AllowedName, testnet.SharedName}, DenyDomains: []string{testnet.ForbiddenName}}
+	shared := apitype.NetworkPolicy{AllowDomains: []string{testnet.AllowedName, testnet.SharedName}, DenyDomains: []string{testnet.ForbiddenName}}
 	setNetwork(t, d, sb.id, shared)
 	check(t, d, sb,
 		probeCase{resolve(testnet.SharedName, 4), reach, tn.Allowed.String(), "a name allowed now"},

@@ -163,7 +163,6 @@ func portURL(d *daemon, id string, port int) string {
 // a port nothing listens on is a prompt 502, a port not exposed 404; the
 // URL dies with the sandbox.
 func TestExposePort(t *testing.T) {
-	needNet(t)
 	d := suite.shared
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, nil)[0]
 	marker := "preview-" + randomHex(6)
@@ -210,7 +209,7 @@ func TestExposePort(t *testing.T) {
 	}
 
 	var ports struct {
-		Ports []portInfo `json:"ports"`
+		Ports []apitype.PortInfo `json:"ports"`
 	}
 	d.call(t, http.MethodGet, "/v1/sandboxes/"+sb.id+"/ports", sb.token, nil, http.StatusOK, &ports)
 	if len(ports.Ports) != 1 || ports.Ports[0].Port != 8000 {
@@ -258,7 +257,6 @@ func TestExposePort(t *testing.T) {
 // headless Chromium loads the sandbox's page (?token=, then its cookie)
 // and shows it.
 func TestPreviewStreamWebSocketBrowser(t *testing.T) {
-	needNet(t)
 	d := suite.shared
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, nil)[0]
 	startAppServer(t, d, sb, 8080)
@@ -353,7 +351,6 @@ func screenshotShows(t *testing.T, u string, colour [3]uint8) {
 // without the preview proxy, raw (REST: 101 Upgrade: cove-tcp) and
 // through `cove port-forward`.
 func TestPortForward(t *testing.T) {
-	needNet(t)
 	d := suite.shared
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, nil)[0]
 	marker := "forward-" + randomHex(6)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
+	"github.com/cove-sandbox/cove/internal/testnet"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -47,6 +48,16 @@ type Options struct {
 	// Restarter restarts the daemon: set for one the bench started.
 	Restarter Restarter
 
+	EgressMiB   int // downloaded from a test server, through cove's proxy and from the host
+	PreviewGets int // requests timed through a preview URL, the tunnel, and directly
+	DNSLookups  int // in-guest lookups timed, through cove's resolver and of /etc/hosts
+	// Net is the test network the network benchmarks use (StartNet);
+	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
+	// through its zone (one the bench started with StartNet's flags),
+	// which the DNS benchmark needs.
+	Net          *testnet.Net
+	ZoneUpstream bool
+
 	// Only and Skip select benchmark groups by name (see Groups).
 	Only, Skip NameList
 
@@ -67,6 +78,9 @@ func Defaults() Options {
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
 		PssSettle:   2 * time.Second,
 		RestartDead: 5,
+		EgressMiB:   256,
+		PreviewGets: 200,
+		DNSLookups:  200,
 		Runsc:       "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -91,6 +105,15 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		o.SpawnNs = []int{10, 50}
 		o.SpawnN = 50
 	}
+	if !given["egress-mib"] {
+		o.EgressMiB = 32
+	}
+	if !given["preview-gets"] {
+		o.PreviewGets = 50
+	}
+	if !given["dns-lookups"] {
+		o.DNSLookups = 50
+	}
 	// Clones under TCG take longer to go quiet.
 	o.PssSettle = 5 * time.Second
 }
@@ -98,7 +121,8 @@ func (o *Options) ForQEMU(given map[string]bool) {
 // Validate checks the counts and the names of Only and Skip.
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB,
-		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead) < 0 {
+		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
+		o.EgressMiB, o.PreviewGets, o.DNSLookups) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -136,6 +160,9 @@ func (o *Options) groups() map[string][]*int {
 		"branch":   {&o.Branches},
 		"chain":    {&o.ChainSamples},
 		"restart":  {&o.RestartDead},
+		"egress":   {&o.EgressMiB},
+		"preview":  {&o.PreviewGets}, // and tunnel_request
+		"dns":      {&o.DNSLookups},
 	}
 }
 
