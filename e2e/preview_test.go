@@ -114,6 +114,17 @@ func startAppServer(t *testing.T, d *daemon, sb sandbox, port int) {
 		path, port, port, port))
 }
 
+// serveMarker serves, with python3 -m http.server on port inside sb, an
+// index.html holding a marker it returns.
+func serveMarker(t *testing.T, d *daemon, sb sandbox, port int) string {
+	t.Helper()
+	marker := "marker-" + randomHex(6)
+	dir := fmt.Sprintf("/tmp/www%d", port)
+	execOK(t, d, sb, "mkdir -p "+dir+" && echo "+marker+" > "+dir+"/index.html")
+	startHTTPServer(t, d, sb, port, dir)
+	return marker
+}
+
 // previewClient sends every request to d's listener, whatever the URL's
 // host (a preview URL's *.localhost): the URL's Host header is what routes
 // it. It follows no redirect unless jar is set.
@@ -165,9 +176,7 @@ func portURL(d *daemon, id string, port int) string {
 func TestExposePort(t *testing.T) {
 	d := suite.shared
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, nil)[0]
-	marker := "preview-" + randomHex(6)
-	execOK(t, d, sb, "mkdir -p /tmp/www && echo "+marker+" > /tmp/www/index.html")
-	startHTTPServer(t, d, sb, 8000, "/tmp/www")
+	marker := serveMarker(t, d, sb, 8000)
 
 	pi := exposePort(t, d, sb, 8000, false)
 	if want := fmt.Sprintf("http://8000-%s.localhost:%d", sb.id, d.port()); strings.TrimSuffix(pi.URL, "/") != want {
@@ -353,9 +362,7 @@ func screenshotShows(t *testing.T, u string, colour [3]uint8) {
 func TestPortForward(t *testing.T) {
 	d := suite.shared
 	sb := createNet(t, d, apitype.CreateSandboxRequest{}, nil)[0]
-	marker := "forward-" + randomHex(6)
-	execOK(t, d, sb, "mkdir -p /tmp/fw && echo "+marker+" > /tmp/fw/index.html")
-	startHTTPServer(t, d, sb, 8000, "/tmp/fw")
+	marker := serveMarker(t, d, sb, 8000)
 
 	// The tunnel itself: bytes both ways after a 101.
 	conn := connectTunnel(t, d, sb, 8000)

@@ -92,27 +92,25 @@ func Defaults() Options {
 // than 100, except for what given, the flags set on the command line,
 // asks for.
 func (o *Options) ForQEMU(given map[string]bool) {
-	if !given["file-mib"] {
-		o.FileMiB = 0
-	}
-	if !given["chain-samples"] {
-		o.ChainSamples = 0
-	}
-	if !given["baseline-execs"] {
-		o.BaselineExecs = 0
+	for _, c := range []struct {
+		flag string
+		n    *int
+		v    int
+	}{
+		{"file-mib", &o.FileMiB, 0},
+		{"chain-samples", &o.ChainSamples, 0},
+		{"baseline-execs", &o.BaselineExecs, 0},
+		{"egress-mib", &o.EgressMiB, 32},
+		{"preview-gets", &o.PreviewGets, 50},
+		{"dns-lookups", &o.DNSLookups, 50},
+	} {
+		if !given[c.flag] {
+			*c.n = c.v
+		}
 	}
 	if !given["spawn-n"] && o.SpawnN > 0 {
 		o.SpawnNs = []int{10, 50}
 		o.SpawnN = 50
-	}
-	if !given["egress-mib"] {
-		o.EgressMiB = 32
-	}
-	if !given["preview-gets"] {
-		o.PreviewGets = 50
-	}
-	if !given["dns-lookups"] {
-		o.DNSLookups = 50
 	}
 	// Clones under TCG take longer to go quiet.
 	o.PssSettle = 5 * time.Second
