@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 IMAGES  ?= /var/lib/cove/images
 
-.PHONY: all deps build image up down test unit e2e mcp-check bench vet clean
+.PHONY: all deps deps-e2e build image up down test unit e2e mcp-check bench vet clean
 
 all: build
 
@@ -19,6 +19,10 @@ deps:
 # The QEMU microVM backend's packages (qemu, busybox-static, e2fsprogs).
 deps-qemu:
 	INSTALL_QEMU=1 bash scripts/install-deps.sh
+
+# What only the e2e suite needs (headless Chromium for the preview check).
+deps-e2e:
+	INSTALL_E2E=1 bash scripts/install-deps.sh
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN)/cove ./cmd/cove
@@ -51,7 +55,7 @@ vet:
 unit: image-vm
 	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
 
-e2e: image
+e2e: image deps-e2e
 	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e.log; exit $$rc
 
@@ -61,7 +65,7 @@ mcp-check: image
 	COVE_IMAGE_DIR=$(IMAGES) bash scripts/mcp-check.sh
 
 # The same end-to-end suite against QEMU microVMs under TCG.
-e2e-qemu: image-vm
+e2e-qemu: image-vm deps-e2e
 	COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e-qemu.log; exit $$rc
 

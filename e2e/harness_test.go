@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/testnet"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -34,6 +35,9 @@ type env struct {
 	imageDir string
 	tmp      string
 	shared   *daemon
+	// net is the test network every daemon's sandboxes may be allowed
+	// to reach: the only servers a network test talks to.
+	net *testnet.Net
 }
 
 var suite env // set once by TestMain, read-only after
@@ -67,6 +71,13 @@ func run(m *testing.M) int {
 		fmt.Fprintf(os.Stderr, "e2e: build cove: %v\n", err)
 		return 1
 	}
+	tn, err := testnet.Start(context.Background(), testnet.Config{Base: "cove-e2e"})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: test network: %v\n", err)
+		return 1
+	}
+	defer tn.Close()
+	suite.net = tn
 	d, err := startDaemon(filepath.Join(tmp, "shared"))
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
@@ -139,6 +150,12 @@ func isBackendProc(args []string) bool {
 	return strings.Contains(base, "runsc")
 }
 
+// networkArgs are the daemon flags that point sandboxes' DNS at the test
+// network's zone server and let allowed names resolve into it.
+func networkArgs() []string {
+	return []string{"--dns-upstream", suite.net.DNS.String(), "--resolvable-private", "10.99.0.0/16"}
+}
+
 func missingPrereq() string {
 	if os.Geteuid() != 0 {
 		return "not root"
@@ -198,7 +215,7 @@ func (d *daemon) start() error {
 	}
 	args := append([]string{"serve", "--addr", d.addr, "--state-dir", filepath.Join(d.dir, "state"),
 		"--image-dir", suite.imageDir, "--api-key-file", filepath.Join(d.dir, "token"), "--log-level", "debug",
-		"--default-snapshot="}, append(backendArgs(), d.extraArgs...)...)
+		"--default-snapshot="}, append(append(backendArgs(), networkArgs()...), d.extraArgs...)...)
 	cmd := exec.Command(suite.bin, args...)
 	cmd.Stdout, cmd.Stderr = log, log
 	t0 := time.Now()

@@ -18,21 +18,23 @@ func newBenchCmd(cfg *clientConfig) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
 		Short: "Measure cove against its baselines, JSON out",
-		Long: `Measure the running daemon (or, with --backend qemu, a temporary QEMU daemon
-this binary starts): create, exec, eval, file transfer, spawn, warm pool,
-branch and snapshot chains, each beside a baseline from the same run. Run it
-as root on the daemon's host: the baselines run runsc and read /proc.`,
-		Example: "  cove bench --json\n  cove bench --only exec,spawn --out bench.json\n  cove bench --backend qemu",
+		Long: `Measure the running daemon (or, with --backend, a temporary daemon this
+binary starts): create, exec, eval, file transfer, spawn, warm pool, branch
+and snapshot chains, egress, preview URLs and DNS, each beside a baseline from
+the same run. Run it as root on the daemon's host: the baselines run runsc and
+read /proc, and the network rows start test servers in a network namespace of
+their own (the DNS row only with --backend, whose daemon resolves through them).`,
+		Example: "  cove bench --json\n  cove bench --only exec,spawn --out bench.json\n  cove bench --backend qemu\n  cove bench --backend gvisor --only egress,preview,dns",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			given := map[string]bool{}
+			cmd.Flags().Visit(func(f *pflag.Flag) { given[f.Name] = true })
 			switch backend {
-			case "":
+			case "", "gvisor":
 			case "qemu":
-				given := map[string]bool{}
-				cmd.Flags().Visit(func(f *pflag.Flag) { given[f.Name] = true })
 				o.ForQEMU(given)
 			default:
-				return usageErrorf("--backend %q: want qemu, or none for the running daemon", backend)
+				return usageErrorf("--backend %q: want qemu or gvisor, or none for the running daemon", backend)
 			}
 			if err := o.Validate(); err != nil {
 				return usageError{err}
@@ -40,14 +42,22 @@ as root on the daemon's host: the baselines run runsc and read /proc.`,
 			ctx := cmd.Context()
 			var cl *client.Client
 			var daemon string
-			if backend == "qemu" {
-				d, err := bench.StartQEMU(ctx, accel, imageDir, cmd.ErrOrStderr())
+			if backend != "" {
+				netArgs, err := o.StartNet(ctx)
+				if err != nil {
+					return err
+				}
+				defer o.CloseNet()
+				d, err := bench.Start(ctx, bench.DaemonConfig{Backend: backend, Accel: accel, ImageDir: imageDir, Args: netArgs}, cmd.ErrOrStderr())
 				if err != nil {
 					return err
 				}
 				defer d.Stop(ctx)
 				cl, daemon = client.New(d.URL, d.Key, client.WithUserAgent("cove-cli/"+version)), d.URL
 				o.Restarter = d
+				if backend == "gvisor" && !given["runsc-root"] {
+					o.RunscRoot = d.RunscRoot()
+				}
 			} else {
 				var err error
 				if cl, daemon, err = cfg.client(); err != nil {
@@ -71,15 +81,18 @@ as root on the daemon's host: the baselines run runsc and read /proc.`,
 	fs.Var(&o.BranchMiB, "branch-mib", "MiB written in the source before each branch, comma-separated")
 	fs.IntVar(&o.ChainDepth, "chain-depth", o.ChainDepth, "depth of the snapshot chain to spawn from")
 	fs.IntVar(&o.ChainSamples, "chain-samples", o.ChainSamples, "spawns to time at each chain depth")
-	fs.IntVar(&o.RestartDead, "restart-dead", o.RestartDead, "with --backend qemu: sandboxes killed while the temporary daemon is down, before its restart is timed")
+	fs.IntVar(&o.RestartDead, "restart-dead", o.RestartDead, "with --backend: sandboxes killed while the temporary daemon is down, before its restart is timed")
+	fs.IntVar(&o.EgressMiB, "egress-mib", o.EgressMiB, "MiB downloaded from a test server, in a sandbox through cove's proxy and from the host (0: skip)")
+	fs.IntVar(&o.PreviewGets, "preview-gets", o.PreviewGets, "requests to time through a preview URL, the connect tunnel and directly")
+	fs.IntVar(&o.DNSLookups, "dns-lookups", o.DNSLookups, "in-sandbox lookups to time, of an allowed name and of one in /etc/hosts (with --backend)")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")
 	fs.StringVar(&o.RunscRoot, "runsc-root", o.RunscRoot, "the daemon's runsc --root: sandboxes/.runsc in its --state-dir")
 	fs.StringVar(&o.Out, "out", "", "also write the JSON result to this file")
 	fs.BoolVar(&o.JSON, "json", false, "print JSON rather than a table")
-	fs.StringVar(&backend, "backend", "", "empty: benchmark the running daemon; qemu: start a temporary QEMU daemon (this binary) for the run")
+	fs.StringVar(&backend, "backend", "", "empty: benchmark the running daemon; qemu or gvisor: start a temporary daemon (this binary) of that backend for the run")
 	fs.StringVar(&accel, "accel", "tcg", "with --backend qemu: QEMU accelerator (tcg, kvm or auto)")
-	fs.StringVar(&imageDir, "image-dir", "/var/lib/cove/images", "with --backend qemu: where the daemon finds images (with VM artifacts)")
+	fs.StringVar(&imageDir, "image-dir", "/var/lib/cove/images", "with --backend: where the daemon finds images (with VM artifacts for qemu)")
 	return cmd
 }

@@ -1,8 +1,8 @@
 package bench
 
-// cove bench --backend qemu runs the benchmarks that apply to QEMU
-// microVMs against a temporary daemon of this same binary, with its own
-// state directory and key, stopped and removed at the end.
+// cove bench --backend qemu|gvisor runs the benchmarks against a
+// temporary daemon of this same binary, with its own state directory and
+// key, stopped and removed at the end.
 
 import (
 	"context"
@@ -20,30 +20,43 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/fsutil"
 	"github.com/cove-sandbox/cove/internal/proc"
+	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
 	"github.com/cove-sandbox/cove/internal/runtime/qemu"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-// Daemon is a `cove serve --backend qemu` started for one run.
+// Daemon is a `cove serve` started for one run.
 type Daemon struct {
 	URL string // where it listens
 	Key string // its API key
 
-	dir    string // everything it has, removed by Stop
-	args   []string
-	cmd    *exec.Cmd
-	exited chan error // cmd's end
-	log    *os.File
-	logf   func(string, ...any)
+	backend string
+	dir     string // everything it has, removed by Stop
+	args    []string
+	cmd     *exec.Cmd
+	exited  chan error // cmd's end
+	log     *os.File
+	logf    func(string, ...any)
 }
 
-// StartQEMU starts a QEMU daemon (this executable's serve) under
-// accelerator accel, with images from imageDir, on a free local port, with
-// its own state under a new temporary directory, and waits until it
-// answers. It logs to log; Stop it.
-func StartQEMU(ctx context.Context, accel, imageDir string, log io.Writer) (*Daemon, error) {
+// DaemonConfig says what daemon Start starts.
+type DaemonConfig struct {
+	Backend  string   // qemu or gvisor
+	Accel    string   // QEMU's accelerator (tcg, kvm or auto)
+	ImageDir string   // where it finds images (with VM artifacts, for QEMU)
+	Args     []string // more flags of cove serve
+}
+
+// Start starts a daemon (this executable's serve) of cfg's backend, on a
+// free local port, with its own state under a new temporary directory,
+// and waits until it answers. It logs to log; Stop it.
+func Start(ctx context.Context, cfg DaemonConfig, log io.Writer) (*Daemon, error) {
 	if os.Geteuid() != 0 {
-		return nil, errors.New("--backend qemu starts its own daemon, which needs root")
+		return nil, errors.New("--backend starts a daemon of its own, which needs root")
+	}
+	if cfg.Backend != "qemu" && cfg.Backend != "gvisor" {
+		return nil, fmt.Errorf("backend %q: want qemu or gvisor", cfg.Backend)
 	}
 	self, err := os.Executable()
 	if err != nil {
@@ -54,7 +67,7 @@ func StartQEMU(ctx context.Context, accel, imageDir string, log io.Writer) (*Dae
 	if err != nil {
 		return nil, err
 	}
-	d := &Daemon{dir: dir, logf: func(format string, args ...any) { fmt.Fprintf(log, "bench: "+format+"\n", args...) }}
+	d := &Daemon{backend: cfg.Backend, dir: dir, logf: func(format string, args ...any) { fmt.Fprintf(log, "bench: "+format+"\n", args...) }}
 	addr, err := freePort()
 	if err == nil {
 		d.URL = "http://" + addr
@@ -64,15 +77,19 @@ func StartQEMU(ctx context.Context, accel, imageDir string, log io.Writer) (*Dae
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.args = []string{self, "serve", "--backend", "qemu", "--accel", accel, "--addr", addr,
-		"--state-dir", d.stateDir(), "--api-key-file", d.tokenPath(), "--image-dir", imageDir,
-		"--default-snapshot=", "--start-timeout", "3m", "--pool-size", "0"}
+	d.args = []string{self, "serve", "--backend", cfg.Backend, "--addr", addr,
+		"--state-dir", d.stateDir(), "--api-key-file", d.tokenPath(), "--image-dir", cfg.ImageDir,
+		"--default-snapshot=", "--pool-size", "0"}
+	if cfg.Backend == "qemu" {
+		d.args = append(d.args, "--accel", cfg.Accel, "--start-timeout", "3m")
+	}
+	d.args = append(d.args, cfg.Args...)
 	if err := d.start(); err != nil {
 		d.log.Close()
 		os.RemoveAll(dir)
 		return nil, err
 	}
-	d.logf("temporary daemon (qemu, %s) at %s, state in %s", accel, d.URL, dir)
+	d.logf("temporary daemon (%s) at %s, state in %s", strings.Join(d.args[2:4], " "), d.URL, dir)
 	if err := d.wait(ctx); err != nil {
 		d.Stop(ctx)
 		return nil, err
@@ -113,14 +130,19 @@ func (d *Daemon) Restart(ctx context.Context, whileDown func()) (time.Time, erro
 }
 
 // KillSandbox implements Restarter: every process whose command line
-// names the sandbox's directory (a VM's QEMU) is killed.
+// names the sandbox's directory (a VM's QEMU, a sandbox's runsc) is
+// killed.
 func (d *Daemon) KillSandbox(id string) int {
 	return proc.KillMatching(proc.ArgsContain(filepath.Join(d.stateDir(), "sandboxes", id) + "/"))
 }
 
-func (d *Daemon) stateDir() string  { return filepath.Join(d.dir, "state") }
-func (d *Daemon) tokenPath() string { return filepath.Join(d.dir, "token") }
-func (d *Daemon) logPath() string   { return filepath.Join(d.dir, "serve.log") }
+// RunscRoot is the runsc --root of a gVisor daemon's sandboxes.
+func (d *Daemon) RunscRoot() string { return gvisor.RootDir(d.sandboxDir()) }
+
+func (d *Daemon) stateDir() string   { return filepath.Join(d.dir, "state") }
+func (d *Daemon) sandboxDir() string { return filepath.Join(d.stateDir(), "sandboxes") } // cove serve's layout
+func (d *Daemon) tokenPath() string  { return filepath.Join(d.dir, "token") }
+func (d *Daemon) logPath() string    { return filepath.Join(d.dir, "serve.log") }
 
 // freePort returns a local address no one listens on, for now.
 func freePort() (string, error) {
@@ -161,10 +183,10 @@ func (d *Daemon) wait(ctx context.Context) error {
 }
 
 // Stop stops the daemon and removes everything it left: the bench has
-// deleted its sandboxes and snapshots by now, but a VM that survived
-// (QEMU outlives its daemon by design) is torn down here by the QEMU
-// runtime, with its network namespace and cgroups, before the directory
-// goes.
+// deleted its sandboxes and snapshots by now, but one that survived
+// (sandboxes outlive their daemon by design) is torn down here by the
+// backend's runtime, with its network namespaces and cgroups, before the
+// directory goes.
 func (d *Daemon) Stop(ctx context.Context) {
 	ctx = context.WithoutCancel(ctx)
 	if d.cmd != nil && d.cmd.Process != nil {
@@ -176,7 +198,7 @@ func (d *Daemon) Stop(ctx context.Context) {
 			d.cmd.Process.Kill()
 		}
 	}
-	d.destroyVMs(ctx)
+	d.destroyLeft(ctx)
 	if n := proc.KillMatching(proc.ArgsContain(d.dir + "/")); n > 0 {
 		d.logf("warning: killed %d processes the temporary daemon left", n)
 	}
@@ -188,21 +210,29 @@ func (d *Daemon) Stop(ctx context.Context) {
 	}
 }
 
-// destroyVMs tears down the VMs left in the daemon's state directory.
-func (d *Daemon) destroyVMs(ctx context.Context) {
-	dir := filepath.Join(d.stateDir(), "sandboxes") // cove serve's layout
+// destroyLeft tears down the sandboxes left in the daemon's state
+// directory.
+func (d *Daemon) destroyLeft(ctx context.Context) {
+	dir := d.sandboxDir()
 	if _, err := os.Stat(dir); err != nil {
 		return
 	}
-	rt, err := qemu.New(qemu.Config{Dir: dir, Logger: slog.New(slog.DiscardHandler)})
+	quiet := slog.New(slog.DiscardHandler)
+	var rt runtime.Runtime
+	var err error
+	if d.backend == "qemu" {
+		rt, err = qemu.New(qemu.Config{Dir: dir, Logger: quiet})
+	} else {
+		rt, err = gvisor.New(gvisor.Config{Dir: dir, Logger: quiet})
+	}
 	if err != nil {
-		d.logf("warning: VMs the temporary daemon left are not torn down: %v", err)
+		d.logf("warning: sandboxes the temporary daemon left are not torn down: %v", err)
 		return
 	}
 	defer rt.Close()
 	ids, _ := rt.List(ctx)
 	if len(ids) > 0 {
-		d.logf("warning: tearing down %d VMs the temporary daemon left", len(ids))
+		d.logf("warning: tearing down %d sandboxes the temporary daemon left", len(ids))
 	}
 	for _, id := range ids {
 		ctx, cancel := context.WithTimeout(ctx, cleanupTimeout)

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
+	"github.com/cove-sandbox/cove/internal/testnet"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -47,6 +48,16 @@ type Options struct {
 	// Restarter restarts the daemon: set for one the bench started.
 	Restarter Restarter
 
+	EgressMiB   int // downloaded from a test server, through cove's proxy and from the host
+	PreviewGets int // requests timed through a preview URL, the tunnel, and directly
+	DNSLookups  int // in-guest lookups timed, through cove's resolver and of /etc/hosts
+	// Net is the test network the network benchmarks use (StartNet);
+	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
+	// through its zone (one the bench started with StartNet's flags),
+	// which the DNS benchmark needs.
+	Net          *testnet.Net
+	ZoneUpstream bool
+
 	// Only and Skip select benchmark groups by name (see Groups).
 	Only, Skip NameList
 
@@ -67,6 +78,9 @@ func Defaults() Options {
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
 		PssSettle:   2 * time.Second,
 		RestartDead: 5,
+		EgressMiB:   256,
+		PreviewGets: 200,
+		DNSLookups:  200,
 		Runsc:       "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -78,14 +92,21 @@ func Defaults() Options {
 // than 100, except for what given, the flags set on the command line,
 // asks for.
 func (o *Options) ForQEMU(given map[string]bool) {
-	if !given["file-mib"] {
-		o.FileMiB = 0
-	}
-	if !given["chain-samples"] {
-		o.ChainSamples = 0
-	}
-	if !given["baseline-execs"] {
-		o.BaselineExecs = 0
+	for _, c := range []struct {
+		flag string
+		n    *int
+		v    int
+	}{
+		{"file-mib", &o.FileMiB, 0},
+		{"chain-samples", &o.ChainSamples, 0},
+		{"baseline-execs", &o.BaselineExecs, 0},
+		{"egress-mib", &o.EgressMiB, 32},
+		{"preview-gets", &o.PreviewGets, 50},
+		{"dns-lookups", &o.DNSLookups, 50},
+	} {
+		if !given[c.flag] {
+			*c.n = c.v
+		}
 	}
 	if !given["spawn-n"] && o.SpawnN > 0 {
 		o.SpawnNs = []int{10, 50}
@@ -98,7 +119,8 @@ func (o *Options) ForQEMU(given map[string]bool) {
 // Validate checks the counts and the names of Only and Skip.
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB,
-		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead) < 0 {
+		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
+		o.EgressMiB, o.PreviewGets, o.DNSLookups) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -136,6 +158,9 @@ func (o *Options) groups() map[string][]*int {
 		"branch":   {&o.Branches},
 		"chain":    {&o.ChainSamples},
 		"restart":  {&o.RestartDead},
+		"egress":   {&o.EgressMiB},
+		"preview":  {&o.PreviewGets}, // and tunnel_request
+		"dns":      {&o.DNSLookups},
 	}
 }
 

@@ -81,6 +81,9 @@ func TestForQEMU(t *testing.T) {
 	if !slices.Equal(o.SpawnNs, []int{10, 50}) || o.SpawnN != 50 {
 		t.Errorf("spawn sizes %v, %d", o.SpawnNs, o.SpawnN)
 	}
+	if d := Defaults(); o.EgressMiB >= d.EgressMiB || o.PreviewGets >= d.PreviewGets || o.DNSLookups >= d.DNSLookups {
+		t.Errorf("network benchmarks not shortened under TCG: %d MiB, %d requests, %d lookups", o.EgressMiB, o.PreviewGets, o.DNSLookups)
+	}
 }
 
 func TestValidate(t *testing.T) {

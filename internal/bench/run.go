@@ -78,6 +78,9 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.snapshotsWanted() {
 		b.runSnapshotBenches(ctx, info, add)
 	}
+	if b.o.netWanted() {
+		b.runNet(ctx, info, add)
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {
