@@ -32,7 +32,7 @@ die() { log "error: $*"; exit 1; }
 # --- Debian packages -------------------------------------------------------
 
 installed() {
-	dpkg-query -W -f='${Status}' "$1" 2>/dev/null | grep -q 'install ok installed'
+	grep -q 'install ok installed' <<<"$(dpkg-query -W -f='${Status}' "$1" 2>/dev/null)"
 }
 
 missing=()
@@ -106,7 +106,7 @@ find_go() {
 cached="$RUNSC_CACHE/$RUNSC_VERSION/runsc"
 # The build stamps the pin into `runsc --version`; a cached binary without
 # it (from an older recipe) is rebuilt.
-if [[ -x $cached ]] && "$cached" --version 2>/dev/null | grep -q -- "$RUNSC_VERSION"; then
+if [[ -x $cached ]] && grep -q -- "$RUNSC_VERSION" <<<"$("$cached" --version 2>/dev/null)"; then
 	log "runsc $RUNSC_VERSION cached at $cached"
 else
 	GO=$(find_go) || die "go not found (looked in PATH and /usr/local/go/bin)"
