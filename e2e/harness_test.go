@@ -78,7 +78,9 @@ func run(m *testing.M) int {
 	}
 	defer tn.Close()
 	suite.net = tn
-	d, err := startDaemon(filepath.Join(tmp, "shared"))
+	// HTTPS preview URLs on a port the kernel picks: the daemon reports
+	// it in /v1/info.
+	d, err := startDaemon(filepath.Join(tmp, "shared"), "--preview-https-addr", "127.0.0.1:0")
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "e2e: %v\n", err)
 		return 1

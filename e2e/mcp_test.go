@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"maps"
 	"net/http"
+	"net/http/cookiejar"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,6 +21,8 @@ import (
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // TestMCPAgentFlow drives what an agent does, through the go-sdk client,
@@ -341,4 +345,98 @@ func stderrLog(t *testing.T) *os.File {
 		f.Close()
 	})
 	return f
+}
+
+// TestMCPNetwork drives the network tools over the daemon's /mcp:
+// create_sandbox takes a policy that get_sandbox shows; the sandbox reaches
+// the allowed test server and no other until set_network denies everything;
+// expose_port's URL and token serve a python3 http.server that
+// exec_command started in the background.
+func TestMCPNetwork(t *testing.T) {
+	d, tn := suite.shared, suite.net
+	cs := connectMCP(t, httpTransport(d.url, d.key))
+	type sandboxOut struct {
+		ID      string                `json:"id"`
+		Token   string                `json:"token"`
+		Network apitype.NetworkPolicy `json:"network"`
+		Ports   []apitype.PortInfo    `json:"ports"`
+	}
+	allow := apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}}
+	var sb sandboxOut
+	callOK(t, cs, "create_sandbox", map[string]any{"network": allow}, &sb)
+	if sb.ID == "" || sb.Token == "" {
+		t.Fatalf("create_sandbox: %+v", sb)
+	}
+	t.Cleanup(func() { d.c.DeleteSandbox(context.Background(), sb.ID) })
+	var got sandboxOut
+	callOK(t, cs, "get_sandbox", map[string]any{"sandbox_id": sb.ID}, &got)
+	if !samePolicy(got.Network, allow) || got.Token != "" {
+		t.Fatalf("get_sandbox shows network %+v (token %q), want %+v and no token", got.Network, got.Token, allow)
+	}
+
+	// curl from inside, through exec_command: exit 0 and the banner, or a
+	// prompt failure (refused, not timed out: curl's 28).
+	fetch := func(want bool, a netip.Addr, why string) {
+		t.Helper()
+		var ex struct {
+			Stdout   string `json:"stdout"`
+			Stderr   string `json:"stderr"`
+			ExitCode int    `json:"exit_code"`
+		}
+		callOK(t, cs, "exec_command", map[string]any{"sandbox_id": sb.ID,
+			"args": []string{"curl", "-sS", "--connect-timeout", "3", "-m", "5", webURL("http", a)}}, &ex)
+		switch {
+		case want && (ex.ExitCode != 0 || !strings.Contains(ex.Stdout, banner(a))):
+			t.Errorf("%s: curl %s: exit %d %q %q, want the test server's answer", why, a, ex.ExitCode, ex.Stdout, ex.Stderr)
+		case !want && (ex.ExitCode == 0 || ex.ExitCode == 28):
+			t.Errorf("%s: curl %s: exit %d %q %q, want it refused at once", why, a, ex.ExitCode, ex.Stdout, ex.Stderr)
+		}
+	}
+	fetch(true, tn.Allowed, "allowed by create_sandbox")
+	fetch(false, tn.Other, "not allowed by create_sandbox")
+	var set sandboxOut
+	callOK(t, cs, "set_network", map[string]any{"sandbox_id": sb.ID}, &set)
+	if !samePolicy(set.Network, apitype.NetworkPolicy{}) {
+		t.Errorf("set_network to deny answered network %+v", set.Network)
+	}
+	fetch(false, tn.Allowed, "after set_network denied everything")
+
+	// A dev server, as an agent starts one, and its preview URL.
+	marker := "mcp-" + randomHex(6)
+	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": sb.ID, "command": "mkdir -p /tmp/www && echo " + marker + " > /tmp/www/index.html"}, nil)
+	var bg struct {
+		LogPath string `json:"log_path"`
+	}
+	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": sb.ID, "background": true, "cwd": "/tmp/www",
+		"command": "python3 -u -m http.server 8000 --bind 0.0.0.0"}, &bg)
+	var wait struct{ Found bool }
+	callOK(t, cs, "wait_for_text", map[string]any{"sandbox_id": sb.ID, "path": bg.LogPath, "text": "Serving HTTP", "timeout_secs": 60}, &wait)
+	if !wait.Found {
+		t.Fatalf("http.server did not start: nothing in %s", bg.LogPath)
+	}
+	var ep struct {
+		URL        string `json:"url"`
+		HTTPSURL   string `json:"https_url"`
+		Token      string `json:"token"`
+		BrowserURL string `json:"browser_url"`
+	}
+	callOK(t, cs, "expose_port", map[string]any{"sandbox_id": sb.ID, "port": 8000}, &ep)
+	if want := fmt.Sprintf("http://8000-%s.localhost:%d", sb.ID, d.port()); strings.TrimSuffix(ep.URL, "/") != want || ep.Token == "" || ep.HTTPSURL == "" {
+		t.Fatalf("expose_port: %+v, want url %s, an https_url and a token", ep, want)
+	}
+	c := previewClient(d, nil)
+	if resp, body := previewGet(t, c, ep.URL, map[string]string{previewHeader: ep.Token}); resp.StatusCode != http.StatusOK || !strings.Contains(body, marker) {
+		t.Errorf("expose_port's url with its token: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := previewGet(t, c, ep.URL, nil); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, marker) {
+		t.Errorf("expose_port's url without the token: %d %q, want 401", resp.StatusCode, body)
+	}
+	jar, _ := cookiejar.New(nil)
+	if resp, body := previewGet(t, previewClient(d, jar), ep.BrowserURL, nil); resp.StatusCode != http.StatusOK || !strings.Contains(body, marker) {
+		t.Errorf("expose_port's browser_url: %d %q", resp.StatusCode, body)
+	}
+	callOK(t, cs, "get_sandbox", map[string]any{"sandbox_id": sb.ID}, &got)
+	if len(got.Ports) != 1 || got.Ports[0].Port != 8000 || got.Ports[0].URL != ep.URL || got.Ports[0].Token != "" {
+		t.Errorf("get_sandbox shows ports %+v, want 8000 at %s without its token", got.Ports, ep.URL)
+	}
 }

@@ -6,7 +6,10 @@ package e2e
 
 import (
 	"bufio"
+	"cmp"
 	"context"
+	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"image/png"
 	"io"
@@ -17,6 +20,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -143,7 +147,8 @@ func previewClient(d *daemon, jar http.CookieJar) *http.Client {
 	return c
 }
 
-// previewGet sends GET u with the headers, through c.
+// previewGet sends GET u with the headers, through c; a "Host" header
+// replaces the URL's host in the request (not in the TLS server name).
 func previewGet(t *testing.T, c *http.Client, u string, headers map[string]string) (*http.Response, string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, u, nil)
@@ -151,6 +156,10 @@ func previewGet(t *testing.T, c *http.Client, u string, headers map[string]strin
 		t.Fatal(err)
 	}
 	for k, v := range headers {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		req.Header.Set(k, v)
 	}
 	resp, err := c.Do(req)
@@ -216,6 +225,7 @@ func TestExposePort(t *testing.T) {
 	if resp, body := previewGet(t, c, d.url+"/", e2b); resp.StatusCode != http.StatusOK || !strings.Contains(body, marker) {
 		t.Errorf("preview by E2B headers: %d %q", resp.StatusCode, body)
 	}
+	checkPreviewHTTPS(t, d, pi, marker)
 
 	var ports struct {
 		Ports []apitype.PortInfo `json:"ports"`
@@ -258,6 +268,77 @@ func TestExposePort(t *testing.T) {
 	}
 	if resp, body := previewGet(t, c, pi.URL, withToken); resp.StatusCode != http.StatusNotFound || strings.Contains(body, marker) {
 		t.Errorf("preview of a killed sandbox: %d, want 404", resp.StatusCode)
+	}
+}
+
+// checkPreviewHTTPS: the shared daemon's HTTPS listener, asked for port 0,
+// reports its real port and its CA in /v1/info; pi's https_url serves the
+// page to clients trusting only that CA, Go's and curl's (OpenSSL refuses
+// more for *.localhost), with the token and not without; a host that is
+// no preview URL is 404 there, the API key notwithstanding.
+func checkPreviewHTTPS(t *testing.T, d *daemon, pi apitype.PortInfo, marker string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, err := d.c.Info(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := info.Network
+	if n.PreviewHTTPSPort == 0 || n.PreviewCA == "" {
+		t.Fatalf("/v1/info network %+v: want the HTTPS listener's port and CA", n)
+	}
+	u, err := url.Parse(pi.HTTPSURL)
+	plain, _ := url.Parse(pi.URL)
+	if err != nil || u.Scheme != "https" || u.Hostname() != plain.Hostname() || u.Port() != strconv.Itoa(n.PreviewHTTPSPort) {
+		t.Fatalf("https_url %q (%v), want %s's host on port %d", pi.HTTPSURL, err, pi.URL, n.PreviewHTTPSPort)
+	}
+	caPEM, err := os.ReadFile(n.PreviewCA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(caPEM) {
+		t.Fatalf("%s holds no certificate", n.PreviewCA)
+	}
+	addr := net.JoinHostPort("127.0.0.1", u.Port())
+	c := &http.Client{
+		Timeout:       time.Minute,
+		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse },
+		Transport: &http.Transport{
+			TLSClientConfig: &tls.Config{RootCAs: pool},
+			DialContext: func(ctx context.Context, network, _ string) (net.Conn, error) {
+				var dl net.Dialer
+				return dl.DialContext(ctx, network, addr)
+			},
+		},
+	}
+	withToken := map[string]string{previewHeader: pi.Token}
+	if resp, body := previewGet(t, c, pi.HTTPSURL, withToken); resp.StatusCode != http.StatusOK || !strings.Contains(body, marker) {
+		t.Errorf("https_url with the token: %d %q", resp.StatusCode, body)
+	}
+	if resp, body := previewGet(t, c, pi.HTTPSURL, nil); resp.StatusCode != http.StatusUnauthorized || strings.Contains(body, marker) {
+		t.Errorf("https_url without the token: %d %q, want 401", resp.StatusCode, body)
+	}
+	out, err := exec.CommandContext(ctx, "curl", "-sS", "--fail-with-body", "--cacert", n.PreviewCA,
+		"--resolve", u.Host+":127.0.0.1", "-H", previewHeader+": "+pi.Token, pi.HTTPSURL).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), marker) {
+		t.Errorf("curl --cacert %s %s: %v: %q", n.PreviewCA, pi.HTTPSURL, err, out)
+	}
+
+	// Not a preview host: the preview domain itself, and the API's own
+	// address as Host; not a door to the API whatever the path.
+	api := map[string]string{"Authorization": "Bearer " + d.key}
+	apiHost := map[string]string{"Authorization": "Bearer " + d.key, "Host": d.addr}
+	base := "https://" + net.JoinHostPort(n.PreviewDomain, u.Port())
+	for _, r := range []struct {
+		path    string
+		headers map[string]string
+	}{{"/v1/info", api}, {"/v1/sandboxes", api}, {"/healthz", api}, {"/v1/info", apiHost}, {"/", apiHost}} {
+		resp, body := previewGet(t, c, base+r.path, r.headers)
+		if resp.StatusCode != http.StatusNotFound || strings.HasPrefix(strings.TrimSpace(body), "{") || strings.Contains(body, marker) {
+			t.Errorf("GET %s%s (Host %s) on the HTTPS listener: %d %q, want a bare 404", base, r.path, cmp.Or(r.headers["Host"], "its own"), resp.StatusCode, body)
+		}
 	}
 }
 
