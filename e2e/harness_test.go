@@ -16,6 +16,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -393,7 +394,9 @@ func countResources(t *testing.T, stateDir string) resources {
 	}
 	mi, _ := os.ReadFile("/proc/self/mountinfo")
 	for _, line := range strings.Split(string(mi), "\n") {
-		if strings.Contains(line, stateDir+"/") {
+		// runsc's null-netns, the empty namespace its gofers share, is
+		// pinned under the state root at its first start: no sandbox's.
+		if strings.Contains(line, stateDir+"/") && !strings.Contains(line, "/.runsc/null-netns ") {
 			r.Mounts++
 		}
 	}
@@ -403,9 +406,12 @@ func countResources(t *testing.T, stateDir string) resources {
 			r.Dirs++
 		}
 	}
+	// Namespaces and cgroups are named by sandbox id alone: only those of
+	// this daemon's sandboxes count, whatever else runs on the host.
+	ids := daemonIDs(stateDir)
 	ns, _ := os.ReadDir("/var/run/netns")
 	for _, e := range ns {
-		if strings.HasPrefix(e.Name(), "cove-") && isBackendNetns(e.Name()) {
+		if isBackendNetns(e.Name()) && ids[netnsID(e.Name())] {
 			r.Netns++
 		}
 	}
@@ -417,11 +423,41 @@ func countResources(t *testing.T, stateDir string) resources {
 	v1, _ := filepath.Glob("/sys/fs/cgroup/*/cove/*/cgroup.procs")
 	v2, _ := filepath.Glob("/sys/fs/cgroup/cove/*/cgroup.procs")
 	for _, f := range append(v1, v2...) {
+		if !ids[filepath.Base(filepath.Dir(f))] {
+			continue
+		}
 		if b, err := os.ReadFile(f); err == nil && len(bytes.TrimSpace(b)) == 0 {
 			r.EmptyCgroups++
 		}
 	}
 	return r
+}
+
+// sandboxIDPattern matches the ids the daemon logs (at debug level it logs
+// every sandbox it starts, before anything is made for it).
+var sandboxIDPattern = regexp.MustCompile(`id=(sb-[0-9a-f]{12})\b`)
+
+// daemonIDs returns the ids of every sandbox the daemon whose state
+// directory is stateDir has started, from its log.
+func daemonIDs(stateDir string) map[string]bool {
+	b, _ := os.ReadFile(filepath.Join(filepath.Dir(stateDir), "daemon.log"))
+	ids := map[string]bool{}
+	for _, m := range sandboxIDPattern.FindAllSubmatch(b, -1) {
+		ids[string(m[1])] = true
+	}
+	return ids
+}
+
+// netnsID is the sandbox id in a namespace's name, cove-<id>-<role>.
+func netnsID(name string) string {
+	s, ok := strings.CutPrefix(name, "cove-")
+	if !ok {
+		return ""
+	}
+	if i := strings.LastIndexByte(s, '-'); i > 0 {
+		return s[:i]
+	}
+	return ""
 }
 
 // waitResources polls until the daemon's resources match want: teardown

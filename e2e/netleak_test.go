@@ -258,7 +258,7 @@ func TestNetworkNoLeak(t *testing.T) {
 func waitOwnResources(t *testing.T, d *daemon, want resources) {
 	t.Helper()
 	own := func(r resources) resources {
-		return resources{RunscProcs: r.RunscProcs, Dirs: r.Dirs, ShmFiles: r.ShmFiles, Mounts: len(sandboxMounts(d))}
+		return resources{RunscProcs: r.RunscProcs, Dirs: r.Dirs, ShmFiles: r.ShmFiles, Mounts: r.Mounts}
 	}
 	var got resources
 	for deadline := time.Now().Add(20 * time.Second); time.Now().Before(deadline); time.Sleep(100 * time.Millisecond) {

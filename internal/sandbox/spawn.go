@@ -443,6 +443,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 	if err := s.cfg.Store.PutSandbox(ctx, rec); err != nil {
 		return nil, err
 	}
+	s.log.Debug("starting sandbox", "id", rec.ID, "image", src.imageID, "snapshot", src.snapshotTag)
 	b := s.newBox(rec)
 	b.net = src.network
 	spec := specFor(rec.ID, src, status == StatusBuilding)
