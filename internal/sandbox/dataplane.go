@@ -74,10 +74,11 @@ type FileInfo struct {
 	Mode    uint32 // permission bits, as chmod takes them
 	ModTime time.Time
 	Target  string // a symlink's target
+	SHA256  string // hex digest of what a Put wrote; "" elsewhere
 }
 
 func fileInfo(i agentproto.FileInfo) FileInfo {
-	return FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: time.Unix(i.MtimeUnix, 0), Target: i.Target}
+	return FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: time.Unix(i.MtimeUnix, 0), Target: i.Target, SHA256: i.SHA256}
 }
 
 // PutRequest writes a file, atomically: readers see the old file or the
