@@ -133,7 +133,6 @@ func TestMove(t *testing.T) {
 		{"empty from", "", "x", false, agentproto.CodeInvalid, nil, nil},
 		{"empty to", "f", "", false, agentproto.CodeInvalid, nil, []string{"f"}},
 		{"the work dir", ".", "elsewhere", false, agentproto.CodeInvalid, nil, []string{"f"}},
-		{"the root", "/", "x", false, agentproto.CodeInvalid, nil, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -189,7 +188,6 @@ func TestRemove(t *testing.T) {
 		{"empty path", "", true, agentproto.CodeInvalid, nil},
 		{"dotdot", "../outside", true, agentproto.CodeInvalid, nil},
 		{"the work dir", ".", true, agentproto.CodeInvalid, nil},
-		{"the root", "/", true, agentproto.CodeInvalid, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -249,6 +247,18 @@ func TestPutSHA256(t *testing.T) {
 	}
 	if fi.SHA256 != "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855" {
 		t.Errorf("sha256 of nothing %s", fi.SHA256)
+	}
+}
+
+// TestCheckMutable checks the refusal of the root and the work dir on its
+// own: these tests run the agent on the host, where a call on / must never
+// be tried.
+func TestCheckMutable(t *testing.T) {
+	a := &Agent{workDir: "/work"} // New would make the dir
+	for p, refused := range map[string]bool{"/": true, "/work": true, "/work/x": false, "/tmp": false} {
+		if err := a.checkMutable(p, "remove"); (err != nil) != refused || (refused && agentproto.CodeOf(err) != agentproto.CodeInvalid) {
+			t.Errorf("checkMutable(%s) = %v, want refused %v", p, err, refused)
+		}
 	}
 }
 

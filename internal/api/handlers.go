@@ -229,7 +229,7 @@ func (s *Server) eval(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 }
 
 func fileInfo(i sandbox.FileInfo) apitype.FileInfo {
-	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.ModTime.Unix(), Target: i.Target}
+	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.ModTime.Unix(), Target: i.Target, SHA256: i.SHA256}
 }
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
