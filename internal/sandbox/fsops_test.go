@@ -39,7 +39,10 @@ func TestFSOps(t *testing.T) {
 		{"move to ..", func() error { _, err := sb.Move(ctx, MoveRequest{From: "x/g", To: "../g"}); return err }, ErrInvalid},
 		{"remove empty path", func() error { return sb.Remove(ctx, RemoveRequest{}) }, ErrInvalid},
 		{"mkdir bad mode", func() error { _, err := sb.Mkdir(ctx, MkdirRequest{Path: "m", Mode: 0o17777}); return err }, ErrInvalid},
-		{"move, overwriting", func() error { _, err := sb.Move(ctx, MoveRequest{From: "a/b/c/f", To: "x/g", Overwrite: true}); return err }, nil},
+		{"move, overwriting", func() error {
+			_, err := sb.Move(ctx, MoveRequest{From: "a/b/c/f", To: "x/g", Overwrite: true})
+			return err
+		}, nil},
 		{"remove, recursive", func() error { return sb.Remove(ctx, RemoveRequest{Path: "a", Recursive: true}) }, nil},
 		{"stat the removed", func() error { _, err := sb.Stat(ctx, "a"); return err }, ErrNotFound},
 	}
