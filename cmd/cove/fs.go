@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
-	"strconv"
 	"time"
 
 	"github.com/dustin/go-humanize"
@@ -122,16 +121,12 @@ func newFSMkdirCmd(cfg *clientConfig) *cobra.Command {
   cove fs mkdir -m 0700 $ID /root/.ssh`,
 		Args: nArgs(2, -1, "need a sandbox ID and at least one PATH"),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			var perm fs.FileMode
-			if mode != "" {
-				m, err := strconv.ParseUint(mode, 8, 32)
-				if err != nil || m > 0o7777 {
-					return usageErrorf("--mode %q is not an octal permission mode such as 0755", mode)
-				}
-				perm = fs.FileMode(m)
+			perm, err := apitype.ParseMode(mode)
+			if err != nil {
+				return usageErrorf("--%v", err)
 			}
 			return v.each(cmd, args[0], args[1:], func(ctx context.Context, cl *client.Client, tok, p string) (*apitype.FileInfo, error) {
-				fi, err := cl.MakeDir(ctx, args[0], tok, p, perm)
+				fi, err := cl.MakeDir(ctx, args[0], tok, p, fs.FileMode(perm))
 				return &fi, err
 			})
 		},

@@ -20,16 +20,9 @@ import (
 // carries the content's SHA-256, hashed as it is written.
 func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader) (agentproto.FileInfo, error) {
 	var info agentproto.FileInfo
-	p, err := a.resolve(req.Path)
+	p, mode, err := a.resolveMode(req.Path, req.Mode, 0o644)
 	if err != nil {
 		return info, err
-	}
-	if req.Mode&^0o7777 != 0 {
-		return info, agentproto.Errorf(agentproto.CodeInvalid, "mode %#o has bits beyond 07777", req.Mode)
-	}
-	mode := req.Mode
-	if mode == 0 {
-		mode = 0o644
 	}
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 		return info, agentproto.Errorf(agentproto.CodeIsDir, "%s is a directory", p)

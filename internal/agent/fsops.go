@@ -31,16 +31,9 @@ func (a *Agent) Stat(ctx context.Context, req agentproto.StatRequest) (agentprot
 // else there is CodeExists.
 func (a *Agent) Mkdir(ctx context.Context, req agentproto.MkdirRequest) (agentproto.FileInfo, error) {
 	var info agentproto.FileInfo
-	p, err := a.resolve(req.Path)
+	p, mode, err := a.resolveMode(req.Path, req.Mode, 0o755)
 	if err != nil {
 		return info, err
-	}
-	if req.Mode&^0o7777 != 0 {
-		return info, agentproto.Errorf(agentproto.CodeInvalid, "mode %#o has bits beyond 07777", req.Mode)
-	}
-	mode := req.Mode
-	if mode == 0 {
-		mode = 0o755
 	}
 	fi, err := os.Stat(p)
 	switch {
@@ -62,6 +55,22 @@ func (a *Agent) Mkdir(ctx context.Context, req agentproto.MkdirRequest) (agentpr
 		return info, fsOpError(err)
 	}
 	return fileInfo(p, fi), nil
+}
+
+// resolveMode resolves a path and checks the permission bits a call makes
+// it with: def when mode is 0.
+func (a *Agent) resolveMode(path string, mode, def uint32) (string, uint32, error) {
+	p, err := a.resolve(path)
+	if err != nil {
+		return "", 0, err
+	}
+	if mode&^0o7777 != 0 {
+		return "", 0, agentproto.Errorf(agentproto.CodeInvalid, "mode %#o has bits beyond 07777", mode)
+	}
+	if mode == 0 {
+		mode = def
+	}
+	return p, mode, nil
 }
 
 // Move renames req.From to req.To. rename(2) never follows a symlink at

@@ -32,15 +32,12 @@ func (s *Server) mkdir(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandb
 		s.fail(w, r, err)
 		return
 	}
-	var mode uint64
-	if req.Mode != "" {
-		var err error
-		if mode, err = strconv.ParseUint(req.Mode, 8, 32); err != nil || mode > 0o7777 {
-			s.fail(w, r, fmt.Errorf("%w: mode %q is not an octal permission mode such as 0755", sandbox.ErrInvalid, req.Mode))
-			return
-		}
+	mode, err := apitype.ParseMode(req.Mode)
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: %v", sandbox.ErrInvalid, err))
+		return
 	}
-	info, err := sb.Mkdir(r.Context(), sandbox.MkdirRequest{Path: req.Path, Mode: uint32(mode)})
+	info, err := sb.Mkdir(r.Context(), sandbox.MkdirRequest{Path: req.Path, Mode: mode})
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -3,10 +3,9 @@ package mcp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io/fs"
-	"strconv"
 
+	"github.com/cove-sandbox/cove/pkg/apitype"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -60,15 +59,11 @@ func (s *Server) makeDir(ctx context.Context, req *sdk.CallToolRequest, in mkdir
 	if in.Path == "" {
 		return nil, FileInfo{}, errors.New("path is empty: give the directory to make, e.g. /work/src/pkg")
 	}
-	var mode fs.FileMode
-	if in.Mode != "" {
-		m, err := strconv.ParseUint(in.Mode, 8, 32)
-		if err != nil || m > 0o7777 {
-			return nil, FileInfo{}, fmt.Errorf("mode %q is not an octal permission mode such as 0755 or 0700", in.Mode)
-		}
-		mode = fs.FileMode(m)
+	mode, err := apitype.ParseMode(in.Mode)
+	if err != nil {
+		return nil, FileInfo{}, err
 	}
-	fi, err := s.api.MakeDir(ctx, in.SandboxID, token, in.Path, mode)
+	fi, err := s.api.MakeDir(ctx, in.SandboxID, token, in.Path, fs.FileMode(mode))
 	if err != nil {
 		return nil, FileInfo{}, s.explain(ctx, err, in.SandboxID)
 	}

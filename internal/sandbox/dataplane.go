@@ -198,11 +198,8 @@ func (sb *Sandbox) Eval(ctx context.Context, req EvalRequest) (EvalResult, error
 
 // Put writes a file from r, atomically.
 func (sb *Sandbox) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo, error) {
-	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return FileInfo{}, mapErr(err)
-	}
-	if req.Mode > 0o7777 {
-		return FileInfo{}, invalidf("mode %o is not a permission mode", req.Mode)
+	if err := checkPathMode(req.Path, req.Mode); err != nil {
+		return FileInfo{}, err
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {

@@ -46,11 +46,8 @@ func (sb *Sandbox) Stat(ctx context.Context, path string) (FileInfo, error) {
 
 // Mkdir makes a directory, like mkdir -p.
 func (sb *Sandbox) Mkdir(ctx context.Context, req MkdirRequest) (FileInfo, error) {
-	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return FileInfo{}, mapErr(err)
-	}
-	if req.Mode > 0o7777 {
-		return FileInfo{}, invalidf("mode %o is not a permission mode", req.Mode)
+	if err := checkPathMode(req.Path, req.Mode); err != nil {
+		return FileInfo{}, err
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {
@@ -61,6 +58,18 @@ func (sb *Sandbox) Mkdir(ctx context.Context, req MkdirRequest) (FileInfo, error
 		return FileInfo{}, sb.fail(err)
 	}
 	return fileInfo(info), nil
+}
+
+// checkPathMode checks the path and permission bits of a call that makes
+// a file or directory.
+func checkPathMode(path string, mode uint32) error {
+	if _, err := agentproto.ResolvePath(path); err != nil {
+		return mapErr(err)
+	}
+	if mode > 0o7777 {
+		return invalidf("mode %o is not a permission mode", mode)
+	}
+	return nil
 }
 
 // Move renames a file or directory and describes it at its new path.
