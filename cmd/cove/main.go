@@ -56,7 +56,7 @@ of the sandboxes they make.`,
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its images:"},
 	)
 	for _, c := range []*cobra.Command{
-		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newKillCmd(cfg),
+		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newFSCmd(cfg), newKillCmd(cfg),
 		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
 		newPortForwardCmd(cfg),
 	} {

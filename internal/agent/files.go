@@ -2,6 +2,8 @@ package agent
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -14,19 +16,13 @@ import (
 
 // Put writes a file atomically: the content goes to a temporary file in
 // the same directory, which is synced and renamed over the target. A
-// symlink at the target is replaced, not written through.
+// symlink at the target is replaced, not written through. The answer
+// carries the content's SHA-256, hashed as it is written.
 func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader) (agentproto.FileInfo, error) {
 	var info agentproto.FileInfo
-	p, err := a.resolve(req.Path)
+	p, mode, err := a.resolveMode(req.Path, req.Mode, 0o644)
 	if err != nil {
 		return info, err
-	}
-	if req.Mode&^0o7777 != 0 {
-		return info, agentproto.Errorf(agentproto.CodeInvalid, "mode %#o has bits beyond 07777", req.Mode)
-	}
-	mode := req.Mode
-	if mode == 0 {
-		mode = 0o644
 	}
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 		return info, agentproto.Errorf(agentproto.CodeIsDir, "%s is a directory", p)
@@ -48,7 +44,8 @@ func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader)
 			os.Remove(tmp)
 		}
 	}()
-	if _, err := io.Copy(f, ctxReader{ctx, r}); err != nil {
+	sum := sha256.New()
+	if _, err := io.Copy(io.MultiWriter(f, sum), ctxReader{ctx, r}); err != nil {
 		return info, fsError(fmt.Errorf("write %s: %w", p, err))
 	}
 	if err := f.Chmod(fileMode(mode)); err != nil {
@@ -69,7 +66,9 @@ func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader)
 	if err != nil {
 		return info, fsError(err)
 	}
-	return fileInfo(p, fi), nil
+	info = fileInfo(p, fi)
+	info.SHA256 = hex.EncodeToString(sum.Sum(nil))
+	return info, nil
 }
 
 // syncDir makes a rename in dir durable. Some file systems refuse to sync

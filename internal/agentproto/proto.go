@@ -253,6 +253,9 @@ type FileInfo struct {
 	Mode      uint32 `json:"mode"` // permission bits
 	MtimeUnix int64  `json:"mtime_unix"`
 	Target    string `json:"target,omitempty"` // symlink target
+	// SHA256 is the hex digest of the content a put wrote; other calls
+	// leave it empty.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // ListRequest lists a directory tree. Depth 1 lists the direct children.

@@ -24,6 +24,7 @@ type Handler interface {
 	Wait(ctx context.Context, req WaitRequest) (WaitResult, error)
 	Warm(ctx context.Context) error
 	Restored(ctx context.Context, req RestoredRequest) error
+	FSHandler
 }
 
 // Serve accepts connections from l and serves each with h until ctx is done
@@ -156,7 +157,11 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 			return
 		}
 	default:
-		err = Errorf(CodeInvalid, "unknown op %q", hdr.Op)
+		watch()
+		var handled bool
+		if out, handled, err = serveFS(ctx, h, hdr.Op, decode); !handled {
+			err = Errorf(CodeInvalid, "unknown op %q", hdr.Op)
+		}
 	}
 	writeResponse(st, out, err)
 }

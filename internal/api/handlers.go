@@ -229,7 +229,7 @@ func (s *Server) eval(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 }
 
 func fileInfo(i sandbox.FileInfo) apitype.FileInfo {
-	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.ModTime.Unix(), Target: i.Target}
+	return apitype.FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: fmt.Sprintf("%04o", i.Mode), MtimeUnix: i.ModTime.Unix(), Target: i.Target, SHA256: i.SHA256}
 }
 
 func (s *Server) putFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
@@ -249,15 +249,12 @@ func (s *Server) compatPutFile(w http.ResponseWriter, r *http.Request, sb *sandb
 }
 
 func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox, path string) {
-	var mode uint64
-	if m := r.URL.Query().Get("mode"); m != "" {
-		var err error
-		if mode, err = strconv.ParseUint(m, 8, 32); err != nil || mode > 0o7777 {
-			s.fail(w, r, fmt.Errorf("%w: mode %q is not an octal permission mode such as 0644", sandbox.ErrInvalid, m))
-			return
-		}
+	mode, err := apitype.ParseMode(r.URL.Query().Get("mode"))
+	if err != nil {
+		s.fail(w, r, fmt.Errorf("%w: %v", sandbox.ErrInvalid, err))
+		return
 	}
-	info, err := sb.Put(r.Context(), sandbox.PutRequest{Path: path, Mode: uint32(mode)}, r.Body)
+	info, err := sb.Put(r.Context(), sandbox.PutRequest{Path: path, Mode: mode}, r.Body)
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -34,6 +34,7 @@ type fakeAPI struct {
 type fakeSandbox struct {
 	info  apitype.SandboxInfo
 	files map[string][]byte
+	dirs  map[string]bool // made by MakeDir
 }
 
 func newFake() *fakeAPI {

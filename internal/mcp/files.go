@@ -11,7 +11,6 @@ import (
 	"mime"
 	"net/http"
 	"path"
-	"strconv"
 	"strings"
 	"unicode/utf8"
 
@@ -61,9 +60,9 @@ func (s *Server) writeFile(ctx context.Context, req *sdk.CallToolRequest, in wri
 	}
 	mode := fs.FileMode(0o644)
 	if in.Mode != "" {
-		m, err := strconv.ParseUint(in.Mode, 8, 32)
-		if err != nil || m > 0o7777 {
-			return nil, FileInfo{}, fmt.Errorf("mode %q is not an octal permission mode such as 0644 or 0755", in.Mode)
+		m, err := apitype.ParseMode(in.Mode)
+		if err != nil {
+			return nil, FileInfo{}, err
 		}
 		mode = fs.FileMode(m)
 	}

@@ -80,9 +80,10 @@ func TestToolsList(t *testing.T) {
 	}
 	want := []string{"branch_sandbox", "create_sandbox", "eval_code", "exec_command", "expose_port", "extend_sandbox",
 		"get_sandbox", "get_service_info", "get_usage", "kill_sandbox", "list_files", "list_sandboxes", "list_snapshots",
-		"ping_sandbox", "read_file", "sandbox_run", "set_network", "snapshot_sandbox", "spawn_sandboxes", "wait_for_text", "write_file"}
+		"make_dir", "move_file", "ping_sandbox", "read_file", "remove_file", "sandbox_run", "set_network", "snapshot_sandbox",
+		"spawn_sandboxes", "stat_file", "wait_for_text", "write_file"}
 	wantRO := []string{"get_sandbox", "get_service_info", "get_usage", "list_files", "list_sandboxes", "list_snapshots",
-		"ping_sandbox", "read_file", "wait_for_text"}
+		"ping_sandbox", "read_file", "stat_file", "wait_for_text"}
 	var got, gotRO []string
 	for _, tl := range res.Tools {
 		got = append(got, tl.Name)
@@ -97,7 +98,7 @@ func TestToolsList(t *testing.T) {
 		if a.OpenWorldHint == nil || *a.OpenWorldHint || a.DestructiveHint == nil {
 			t.Errorf("%s: want openWorldHint=false and an explicit destructiveHint", tl.Name)
 		}
-		if destructive := *a.DestructiveHint; destructive != slices.Contains([]string{"exec_command", "eval_code", "sandbox_run", "write_file", "kill_sandbox"}, tl.Name) {
+		if destructive := *a.DestructiveHint; destructive != slices.Contains([]string{"exec_command", "eval_code", "sandbox_run", "write_file", "kill_sandbox", "move_file", "remove_file"}, tl.Name) {
 			t.Errorf("%s: destructiveHint=%v", tl.Name, destructive)
 		}
 		for _, schema := range []any{tl.InputSchema, tl.OutputSchema} {

@@ -46,6 +46,10 @@ type API interface {
 	PutFile(ctx context.Context, id, token, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error)
 	GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error)
 	GetFileRange(ctx context.Context, id, token, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error)
+	Stat(ctx context.Context, id, token, path string) (apitype.FileInfo, error)
+	MakeDir(ctx context.Context, id, token, path string, mode fs.FileMode) (apitype.FileInfo, error)
+	Move(ctx context.Context, id, token, from, to string, overwrite bool) (apitype.FileInfo, error)
+	Remove(ctx context.Context, id, token, path string, recursive bool) error
 }
 
 // Config configures a Server.

@@ -135,6 +135,7 @@ func (s *Server) addTools() {
 	add(srv, tool("wait_for_text", "Wait for text in a file",
 		"Block until a file in a sandbox contains the given text, or timeout_secs pass (default 30). Use it to wait for a background command's log line such as 'listening on' or a marker your script writes when done. found=false means it timed out.",
 		readOnly()), s.waitForText)
+	s.addFSTools(srv)
 
 	// Health, network and the service.
 	add(srv, tool("ping_sandbox", "Ping a sandbox",

@@ -125,6 +125,8 @@ func mapErr(err error) error {
 			return fmt.Errorf("%w: %s", ErrTimeout, ae.Message)
 		case agentproto.CodeTooLarge:
 			return fmt.Errorf("%w: %s", ErrTooLarge, ae.Message)
+		case agentproto.CodeExists, agentproto.CodeNotEmpty:
+			return fmt.Errorf("%w: %s", ErrConflict, ae.Message)
 		}
 		return fmt.Errorf("agent: %s", ae.Message)
 	}

@@ -74,10 +74,11 @@ type FileInfo struct {
 	Mode    uint32 // permission bits, as chmod takes them
 	ModTime time.Time
 	Target  string // a symlink's target
+	SHA256  string // hex digest of what a Put wrote; "" elsewhere
 }
 
 func fileInfo(i agentproto.FileInfo) FileInfo {
-	return FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: time.Unix(i.MtimeUnix, 0), Target: i.Target}
+	return FileInfo{Path: i.Path, Type: i.Type, Size: i.Size, Mode: i.Mode, ModTime: time.Unix(i.MtimeUnix, 0), Target: i.Target, SHA256: i.SHA256}
 }
 
 // PutRequest writes a file, atomically: readers see the old file or the
@@ -197,11 +198,8 @@ func (sb *Sandbox) Eval(ctx context.Context, req EvalRequest) (EvalResult, error
 
 // Put writes a file from r, atomically.
 func (sb *Sandbox) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo, error) {
-	if _, err := agentproto.ResolvePath(req.Path); err != nil {
-		return FileInfo{}, mapErr(err)
-	}
-	if req.Mode > 0o7777 {
-		return FileInfo{}, invalidf("mode %o is not a permission mode", req.Mode)
+	if err := checkPathMode(req.Path, req.Mode); err != nil {
+		return FileInfo{}, err
 	}
 	a, err := sb.agent(ctx)
 	if err != nil {

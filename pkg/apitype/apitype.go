@@ -215,6 +215,9 @@ type FileInfo struct {
 	Mode      string `json:"mode"` // octal permission bits, e.g. "0644"
 	MtimeUnix int64  `json:"mtime_unix"`
 	Target    string `json:"target,omitempty"`
+	// SHA256 is the hex digest of the content a PUT wrote, hashed as it
+	// streamed; absent from other answers.
+	SHA256 string `json:"sha256,omitempty"`
 }
 
 // ListFilesResponse answers GET /v1/sandboxes/{id}/list.
