@@ -110,7 +110,7 @@ type ExecRequest struct {
 	Env   []string `json:"env,omitempty"`   // KEY=VALUE, added to the default environment
 	Stdin []byte   `json:"stdin,omitempty"` // nil: /dev/null
 	// TimeoutMs kills the command's whole process group when it elapses; 0 means none.
-	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty"`
 	User      string `json:"user,omitempty"` // account to run as; "": root
 }
 
