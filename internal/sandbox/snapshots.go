@@ -222,7 +222,8 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	// daemon killed before the branch answers leaves neither.
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
-		TokenHash: b.rec.TokenHash, Pending: o.N > 0, NetworkJSON: encodePolicy(network)}
+		TokenHash: b.rec.TokenHash, Pending: o.N > 0, NetworkJSON: encodePolicy(network),
+		Meta: b.rec.Meta}
 	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err
