@@ -2,8 +2,8 @@ package api
 
 import (
 	"fmt"
-	"os"
 	"net/http"
+	"os"
 	"strings"
 	"testing"
 
