@@ -146,6 +146,9 @@ func checkUser(ctx context.Context, a *agentproto.Client, user string) error {
 	if user == "" {
 		return nil
 	}
+	if a == nil {
+		return fmt.Errorf("%w: the sandbox's agent is not connected", ErrUnavailable)
+	}
 	_, rc, err := a.Get(ctx, agentproto.GetRequest{Path: "/etc/passwd"})
 	if err != nil {
 		return fmt.Errorf("read the sandbox's accounts: %w", mapErr(err))
@@ -168,4 +171,20 @@ func (b *box) client() *agentproto.Client {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.agent
+}
+
+// branchMeta is what a branch of b records for its snapshot and children:
+// b's labels and user unless o gives its own. A user is looked for in b,
+// whose accounts its children have, before anything is saved.
+func (s *Service) branchMeta(ctx context.Context, b *box, o BranchOptions) (store.Meta, error) {
+	m, err := metaFor(CreateOptions{Labels: o.Labels, User: o.User}, b.rec.Meta)
+	if err != nil {
+		return m, err
+	}
+	if o.User != "" {
+		if err := checkUser(ctx, b.client(), m.User); err != nil {
+			return m, err
+		}
+	}
+	return m, nil
 }

@@ -103,6 +103,23 @@ func TestMetaInheritance(t *testing.T) {
 	}
 	_, err = e.svc.Create(ctx, CreateOptions{SnapshotTag: "br", SnapshotToken: src.Token, User: "nobody-here"})
 	wantErr(t, err, ErrInvalid)
+
+	// A branch's own replace the source's; a bad one saves nothing.
+	br2, err := e.open(t, src.ID, src.Token).Branch(ctx, BranchOptions{Tag: "br2", N: 1, Labels: map[string]string{"team": "b"}, User: RootUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := br2.Children[0]; c.Labels["team"] != "b" || c.User != "" {
+		t.Errorf("branch child with its own: %v %q", c.Labels, c.User)
+	}
+	checkpoints := len(e.rt.Checkpoints())
+	for _, o := range []BranchOptions{{Tag: "bad1", User: "nobody-here"}, {Tag: "bad2", Labels: map[string]string{"Bad": ""}}} {
+		_, err := e.open(t, src.ID, src.Token).Branch(ctx, o)
+		wantErr(t, err, ErrInvalid)
+	}
+	if n := len(e.rt.Checkpoints()); n != checkpoints {
+		t.Errorf("refused branches checkpointed: %d, then %d", checkpoints, n)
+	}
 	e.restart(t)
 	if got, err := e.svc.Get(kept.ID); err != nil || got.Labels["team"] != "a" || got.User != "nobody" {
 		t.Errorf("after a restart: %+v, %v", got, err)

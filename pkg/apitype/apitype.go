@@ -375,6 +375,10 @@ type BranchRequest struct {
 	// Network is the new snapshot's and its children's egress policy;
 	// nil: the source sandbox's.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Labels and User are the new snapshot's and its children's (see
+	// CreateSandboxRequest); nil and "": the source sandbox's.
+	Labels map[string]string `json:"labels,omitempty"`
+	User   string            `json:"user,omitempty"`
 }
 
 // BranchResponse is the new snapshot, how long the source was paused, and
