@@ -125,3 +125,21 @@ func TestMetaInheritance(t *testing.T) {
 		t.Errorf("after a restart: %+v, %v", got, err)
 	}
 }
+
+// A sandbox handed out from a warm pool, restored before the call, takes
+// the call's labels and user, and keeps them in its record.
+func TestMetaFromPool(t *testing.T) {
+	e := newEnv(t, func(c *Config) { c.PoolMemoryMiB = 2 * testLimits.DefaultMemoryMiB })
+	e.build(t, BuildOptions{Tag: "warm", PoolSize: 1})
+	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot("warm"); return s.PoolReady == 1 })
+	info := e.createOne(t, CreateOptions{SnapshotTag: "warm", Labels: map[string]string{"from": "pool"}, User: "nobody"})
+	if n := e.svc.Stats().PoolHits.Load(); n != 1 {
+		t.Fatalf("pool hits %d, want 1", n)
+	}
+	if info.Labels["from"] != "pool" || info.User != "nobody" {
+		t.Errorf("pooled sandbox: %v %q", info.Labels, info.User)
+	}
+	if rec := e.row(t, info.ID); rec.User != "nobody" || rec.LabelsJSON != `{"from":"pool"}` {
+		t.Errorf("record %+v", rec.Meta)
+	}
+}
