@@ -14,24 +14,25 @@ import (
 
 // Sandbox is a sandbox as the tools report it.
 type Sandbox struct {
-	ID            string            `json:"id"`
-	Status        string            `json:"status"`
-	SnapshotTag   string            `json:"snapshot_tag,omitempty" jsonschema:"the snapshot it was spawned from, if any"`
-	Image         string            `json:"image"`
-	Backend       string            `json:"backend"`
-	CPUs          int               `json:"cpus"`
-	MemoryMiB     int               `json:"memory_mib"`
-	DiskMiB       int               `json:"disk_mib" jsonschema:"disk space it may write, in MiB"`
-	Pids          int               `json:"pids" jsonschema:"most processes and threads it may run"`
-	CreatedAtUnix int64             `json:"created_at_unix"`
-	ExpiresAtUnix int64             `json:"expires_at_unix"`
-	ExpiresInSecs int64             `json:"expires_in_secs" jsonschema:"seconds until the sandbox is destroyed; extend_sandbox pushes this out"`
-	Token         string            `json:"token,omitempty" jsonschema:"the sandbox's token: only in the result that created it; this session remembers it"`
-	DeadReason    string            `json:"dead_reason,omitempty" jsonschema:"set when status is dead: why it died (exited, oom_killed, unreachable)"`
-	Network       Policy            `json:"network" jsonschema:"its egress policy: what it may reach; empty denies everything"`
-	Ports         []Port            `json:"ports,omitempty" jsonschema:"its exposed ports (expose_port gives their tokens)"`
-	Labels        map[string]string `json:"labels,omitempty" jsonschema:"its labels"`
-	User          string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none; absent: root"`
+	ID            string `json:"id"`
+	Status        string `json:"status"`
+	SnapshotTag   string `json:"snapshot_tag,omitempty" jsonschema:"the snapshot it was spawned from, if any"`
+	Image         string `json:"image"`
+	Backend       string `json:"backend"`
+	CPUs          int    `json:"cpus"`
+	MemoryMiB     int    `json:"memory_mib"`
+	DiskMiB       int    `json:"disk_mib" jsonschema:"disk space it may write, in MiB"`
+	Pids          int    `json:"pids" jsonschema:"most processes and threads it may run"`
+	CreatedAtUnix int64  `json:"created_at_unix"`
+	ExpiresAtUnix int64  `json:"expires_at_unix"`
+	ExpiresInSecs int64  `json:"expires_in_secs" jsonschema:"seconds until the sandbox is destroyed; extend_sandbox pushes this out"`
+	Token         string `json:"token,omitempty" jsonschema:"the sandbox's token: only in the result that created it; this session remembers it"`
+	DeadReason    string `json:"dead_reason,omitempty" jsonschema:"set when status is dead: why it died (exited, oom_killed, unreachable)"`
+	Network       Policy `json:"network" jsonschema:"its egress policy: what it may reach; empty denies everything"`
+	Ports         []Port `json:"ports,omitempty" jsonschema:"its exposed ports (expose_port gives their tokens)"`
+	// Labels and User (its default user) come from its create, or its snapshot.
+	Labels map[string]string `json:"labels,omitempty" jsonschema:"its labels"`
+	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none; absent: root"`
 	// SessionHasToken tells the model whether it may omit sandbox_token.
 	SessionHasToken bool `json:"session_has_token" jsonschema:"whether this MCP session knows the sandbox's token, so that sandbox_token may be omitted"`
 }
@@ -88,16 +89,17 @@ func (s *Server) listSnapshots(ctx context.Context, req *sdk.CallToolRequest, _ 
 }
 
 type createIn struct {
-	SnapshotTag  string            `json:"snapshot_tag,omitempty" jsonschema:"snapshot to start from (see list_snapshots); empty: cold start from the image"`
-	SandboxToken string            `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
-	Image        string            `json:"image,omitempty" jsonschema:"image to cold start from when no snapshot_tag is given; empty: the default image"`
-	TTLSecs      int64             `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
-	CPUs         int               `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
-	MemoryMiB    int               `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
-	DiskMiB      int               `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
-	Network      *Policy           `json:"network,omitempty" jsonschema:"what it may reach; empty: nothing, or a snapshot's policy when starting from one"`
-	Labels       map[string]string `json:"labels,omitempty" jsonschema:"key/value labels (keys: a-z 0-9 . _ / -, at most 63 characters; at most 64 labels); list_sandboxes filters by them; empty: a snapshot's"`
-	User         string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none: root or user; empty: root, or a snapshot's"`
+	SnapshotTag  string  `json:"snapshot_tag,omitempty" jsonschema:"snapshot to start from (see list_snapshots); empty: cold start from the image"`
+	SandboxToken string  `json:"sandbox_token,omitempty" jsonschema:"only for a snapshot saved from a sandbox (branched_from set) that this session did not branch or save: that sandbox's token"`
+	Image        string  `json:"image,omitempty" jsonschema:"image to cold start from when no snapshot_tag is given; empty: the default image"`
+	TTLSecs      int64   `json:"ttl_secs,omitempty" jsonschema:"lifetime in seconds; empty: the daemon's default (see get_service_info)"`
+	CPUs         int     `json:"cpus,omitempty" jsonschema:"vCPUs; empty: the daemon's default"`
+	MemoryMiB    int     `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
+	DiskMiB      int     `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
+	Network      *Policy `json:"network,omitempty" jsonschema:"what it may reach; empty: nothing, or a snapshot's policy when starting from one"`
+	// Labels and User carry over to branches and spawns of it.
+	Labels map[string]string `json:"labels,omitempty" jsonschema:"key/value labels (keys: a-z 0-9 . _ / -, at most 63 characters; at most 64 labels); list_sandboxes filters by them; empty: a snapshot's"`
+	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none: root or user; empty: root, or a snapshot's"`
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
