@@ -16,6 +16,7 @@ func newCreateCmd(cfg *clientConfig) *cobra.Command {
 		sandboxToken string
 		asJSON, ids  bool
 		pf           policyFlags
+		labels       = map[string]string{}
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
@@ -36,6 +37,9 @@ it (a snapshot's children take its policy); cove net changes it later.`,
 			}
 			req.TTLSecs = int64(ttl / time.Second)
 			req.Network = pf.policy()
+			if len(labels) > 0 {
+				req.Labels = labels
+			}
 			// Cold starts of many sandboxes take a while; allow for them on
 			// top of the usual bound rather than fail a create that is
 			// progressing.
@@ -68,6 +72,8 @@ it (a snapshot's children take its policy); cove net changes it later.`,
 	fs.StringVar(&req.Image, "image", "", "guest image (default: the daemon's)")
 	fs.StringVar(&req.SnapshotTag, "snapshot", "", "start from this snapshot tag instead of booting the image")
 	addSnapshotTokenFlag(fs, &sandboxToken)
+	addLabelFlag(fs, labels, "label the sandboxes (default: a snapshot's children take its)")
+	fs.StringVar(&req.User, "user", "", "account exec and cp run and write as by default: root or user (default: root, or a snapshot's)")
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
 	addPolicyFlags(cmd, cfg, &pf, "egress")
 	cmd.RegisterFlagCompletionFunc("snapshot", completeEach(cfg.snapshotTags))

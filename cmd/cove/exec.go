@@ -21,7 +21,7 @@ func newExecCmd(cfg *clientConfig) *cobra.Command {
 	var (
 		sandboxToken string
 		timeout      time.Duration
-		cwd          string
+		cwd, user    string
 		shell, stdin bool
 		asJSON       bool
 		env          = make(map[string]string)
@@ -47,7 +47,7 @@ command's, as is all after "--".`,
 				return err
 			}
 			id, argv := args[0], args[1:]
-			req := apitype.ExecRequest{Cwd: cwd, TimeoutSecs: timeout.Seconds()}
+			req := apitype.ExecRequest{Cwd: cwd, TimeoutSecs: timeout.Seconds(), User: user}
 			if shell {
 				req.Shell = strings.Join(argv, " ")
 			} else {
@@ -84,6 +84,7 @@ command's, as is all after "--".`,
 	addSandboxTokenFlag(fs, &sandboxToken)
 	fs.DurationVar(&timeout, "timeout", 60*time.Second, "kill the command after this long")
 	fs.StringVar(&cwd, "cwd", "", "working directory in the sandbox (default: /work)")
+	fs.StringVar(&user, "user", "", "run as this account, root or user (default: the sandbox's)")
 	fs.BoolVar(&shell, "shell", false, "join CMD and ARGs into one string run by /bin/sh -c")
 	fs.BoolVarP(&stdin, "stdin", "i", false, "send cove's standard input to the command")
 	fs.FuncP("env", "e", "set an environment variable, `K=V` (K alone: copy it from here); repeatable", func(s string) error {

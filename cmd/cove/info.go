@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"fmt"
 	"io"
 	"net/url"
@@ -116,6 +117,8 @@ func printSandbox(w io.Writer, sb apitype.SandboxInfo) error {
 	row("image", "%s", sandboxImage(sb))
 	row("size", "%d CPUs, %d MiB memory, %d MiB disk, %d processes", sb.CPUs, sb.MemoryMiB, sb.DiskMiB, sb.Pids)
 	row("expires in", "%s", fmtUntil(now, sb.ExpiresAtUnix))
+	row("labels", "%s", fmtLabels(sb.Labels))
+	row("user", "%s", cmp.Or(sb.User, "root"))
 	policyRows(tw, sb.Network)
 	if len(sb.Ports) == 0 {
 		row("ports", "none exposed (cove expose)")

@@ -14,6 +14,7 @@ import (
 
 func newLsCmd(cfg *clientConfig) *cobra.Command {
 	var asJSON, ids bool
+	labels := map[string]string{}
 	cmd := &cobra.Command{
 		Use:   "ls [flags]",
 		Short: "List sandboxes",
@@ -21,6 +22,7 @@ func newLsCmd(cfg *clientConfig) *cobra.Command {
 tokens of sandboxes that are gone.`,
 		Example: `  cove ls
   cove ls --json
+  cove ls --label team=web --label env=dev
   cove kill $(cove ls -q)`,
 		Args:              noArgs,
 		ValidArgsFunction: completeNothing,
@@ -30,7 +32,7 @@ tokens of sandboxes that are gone.`,
 				return err
 			}
 			asOf := time.Now()
-			sbs, err := cl.ListSandboxes(cmd.Context())
+			sbs, err := cl.ListSandboxesLabeled(cmd.Context(), labels)
 			if err != nil {
 				return explain(err, daemon)
 			}
@@ -45,7 +47,7 @@ tokens of sandboxes that are gone.`,
 			for _, sb := range sbs {
 				live[sb.ID] = true
 			}
-			if st, err := defaultSandboxTokens(); err == nil {
+			if st, err := defaultSandboxTokens(); err == nil && len(labels) == 0 { // a filtered list is not all
 				st.prune(daemon, live, asOf)
 			}
 
@@ -53,6 +55,7 @@ tokens of sandboxes that are gone.`,
 		},
 	}
 	addOutputFlags(cmd.Flags(), &asJSON, &ids, "print only the sandbox ids, one a line")
+	addLabelFlag(cmd.Flags(), labels, "list only the sandboxes with this label")
 	return cmd
 }
 
@@ -60,7 +63,7 @@ tokens of sandboxes that are gone.`,
 func printLs(w io.Writer, sbs []apitype.SandboxInfo) error {
 	now := time.Now()
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tCPUS\tMEM\tAGE\tEXPIRES-IN")
+	fmt.Fprintln(tw, "ID\tSTATUS\tIMAGE\tCPUS\tMEM\tAGE\tEXPIRES-IN\tLABELS")
 	for _, sb := range sbs {
 		age := "-"
 		if sb.CreatedAtUnix != 0 {
@@ -70,8 +73,8 @@ func printLs(w io.Writer, sbs []apitype.SandboxInfo) error {
 		if sb.DeadReason != "" {
 			status += " (" + sb.DeadReason + ")"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dMi\t%s\t%s\n",
-			sb.ID, status, sandboxImage(sb), sb.CPUs, sb.MemoryMiB, age, fmtUntil(now, sb.ExpiresAtUnix))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%d\t%dMi\t%s\t%s\t%s\n",
+			sb.ID, status, sandboxImage(sb), sb.CPUs, sb.MemoryMiB, age, fmtUntil(now, sb.ExpiresAtUnix), fmtLabels(sb.Labels))
 	}
 	return tw.Flush()
 }

@@ -60,9 +60,13 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	if req.Shell != "" {
 		argv = []string{"/bin/sh", "-c", req.Shell}
 	}
+	acct, err := lookupUser(req.User)
+	if err != nil {
+		return res, err
+	}
 	// Later entries win (os/exec keeps the last of duplicate keys), so the
 	// request's entries override the defaults.
-	env := append(defaultEnv(), req.Env...)
+	env := append(append(defaultEnv(), acct.env()...), req.Env...)
 
 	start := time.Now()
 	prog, err := lookPath(argv[0], envValue(env, "PATH"), dir)
@@ -85,6 +89,7 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
 	cmd.SysProcAttr = a.procAttr()
+	cmd.SysProcAttr.Credential = acct.credential()
 	cmd.Cancel = func() error {
 		killed.Store(true)
 		return killGroup(cmd.Process.Pid)

@@ -27,8 +27,12 @@ func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader)
 	if fi, err := os.Stat(p); err == nil && fi.IsDir() {
 		return info, agentproto.Errorf(agentproto.CodeIsDir, "%s is a directory", p)
 	}
+	acct, err := lookupUser(req.User)
+	if err != nil {
+		return info, err
+	}
 	dir := filepath.Dir(p)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := acct.mkdirAll(dir); err != nil {
 		return info, fsError(err)
 	}
 	// The name does not include the target's: that could exceed NAME_MAX.
@@ -47,6 +51,9 @@ func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader)
 	sum := sha256.New()
 	if _, err := io.Copy(io.MultiWriter(f, sum), ctxReader{ctx, r}); err != nil {
 		return info, fsError(fmt.Errorf("write %s: %w", p, err))
+	}
+	if err := acct.chown(tmp); err != nil {
+		return info, fsError(err)
 	}
 	if err := f.Chmod(fileMode(mode)); err != nil {
 		return info, fsError(err)

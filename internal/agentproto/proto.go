@@ -110,7 +110,8 @@ type ExecRequest struct {
 	Env   []string `json:"env,omitempty"`   // KEY=VALUE, added to the default environment
 	Stdin []byte   `json:"stdin,omitempty"` // nil: /dev/null
 	// TimeoutMs kills the command's whole process group when it elapses; 0 means none.
-	TimeoutMs int64 `json:"timeout_ms,omitempty"`
+	TimeoutMs int64  `json:"timeout_ms,omitempty"`
+	User      string `json:"user,omitempty"` // account to run as; "": root
 }
 
 // Limits of one exec, the same on both ends: what the daemon accepts, the
@@ -145,6 +146,9 @@ func (r *ExecRequest) Validate() error {
 		return Errorf(CodeTooLarge, "stdin is %d bytes, over the limit of %d: write the input to a file and redirect from it", len(r.Stdin), MaxStdin)
 	}
 	if err := checkString("cwd", r.Cwd, MaxCwd); err != nil {
+		return err
+	}
+	if err := CheckUser(r.User); err != nil {
 		return err
 	}
 	total := 0
@@ -226,6 +230,7 @@ type EvalResult struct {
 type PutRequest struct {
 	Path string `json:"path"`
 	Mode uint32 `json:"mode,omitempty"` // permission bits; 0 means 0644
+	User string `json:"user,omitempty"` // owner of the file (and of directories made for it); "": root
 }
 
 // GetRequest reads a file, or the part of it from Offset, at most Length

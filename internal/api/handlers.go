@@ -55,7 +55,7 @@ func (s *Server) sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
 		ID: i.ID, Status: i.Status, Backend: i.Backend, Image: i.Image, SnapshotTag: i.SnapshotTag,
 		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids, CreatedAtUnix: i.CreatedAt.Unix(),
 		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token, DeadReason: i.DeadReason, DiedAtUnix: unixOrZero(i.DiedAt),
-		Network: apitype.NetworkPolicy(i.Network),
+		Network: apitype.NetworkPolicy(i.Network), Labels: i.Labels, User: i.User,
 	}
 	for _, p := range i.Ports {
 		pi := s.portInfo(i.ID, p)
@@ -86,7 +86,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Pids: req.Pids, SnapshotToken: sandboxToken(r),
-		Network: policy(req.Network),
+		Network: policy(req.Network), Labels: req.Labels, User: req.User,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -118,7 +118,11 @@ func (s *Server) compatCreate(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
-	infos := s.svc.List()
+	infos, err := s.listLabeled(r)
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
 	out := make([]apitype.SandboxInfo, len(infos))
 	for i, info := range infos {
 		out[i] = s.sandboxInfo(info)
@@ -194,7 +198,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		env = append(env, k+"="+v)
 	}
 	sort.Strings(env)
-	ereq := sandbox.ExecRequest{Args: args, Shell: req.Shell, Cwd: req.Cwd, Env: env, Timeout: timeout}
+	ereq := sandbox.ExecRequest{Args: args, Shell: req.Shell, Cwd: req.Cwd, Env: env, Timeout: timeout, User: req.User}
 	if req.Stdin != "" {
 		ereq.Stdin = []byte(req.Stdin)
 	}
@@ -254,7 +258,7 @@ func (s *Server) put(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox
 		s.fail(w, r, fmt.Errorf("%w: %v", sandbox.ErrInvalid, err))
 		return
 	}
-	info, err := sb.Put(r.Context(), sandbox.PutRequest{Path: path, Mode: mode}, r.Body)
+	info, err := sb.Put(r.Context(), sandbox.PutRequest{Path: path, Mode: mode, User: r.URL.Query().Get("user")}, r.Body)
 	if err != nil {
 		s.fail(w, r, err)
 		return

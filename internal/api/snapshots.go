@@ -93,6 +93,7 @@ func (s *Server) branch(withChildren bool) func(http.ResponseWriter, *http.Reque
 		}
 		res, err := sb.Branch(r.Context(), sandbox.BranchOptions{
 			Tag: req.Tag, N: req.N, TTL: ttl(req.TTLSecs), Network: policy(req.Network),
+			Labels: req.Labels, User: req.User,
 		})
 		if err != nil {
 			s.fail(w, r, err)

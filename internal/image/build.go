@@ -256,6 +256,9 @@ func (b *builder) makeImage(ctx context.Context, baseRoot string, m Manifest, ag
 			return Image{}, fmt.Errorf("write %s: %w", p, err)
 		}
 	}
+	if err := addUser(rootfs, defaultUser()); err != nil {
+		return Image{}, fmt.Errorf("user: %w", err)
+	}
 	m.Created = time.Now().UTC().Truncate(time.Second)
 	if m.SizeBytes, err = treeSize(rootfs); err != nil {
 		return Image{}, err

@@ -65,7 +65,7 @@ func defaultRecipe() recipe {
 		Packages: []string{
 			"python3", "python3-pip", "python3-venv",
 			"nodejs", "npm",
-			"git", "curl", "procps", "iproute2",
+			"git", "curl", "procps", "iproute2", "sudo",
 		},
 		DpkgCfg: dpkgSlim,
 		Files: map[string]string{
@@ -131,6 +131,8 @@ func imageKey(baseKey string, agent []byte) string {
 	h := sha256.New()
 	h.Write([]byte("cove-image\x00" + baseKey + "\x00" + vmInitVersion + "\x00"))
 	h.Write(layer)
+	h.Write([]byte{0})
+	h.Write(userLayerKey())
 	h.Write([]byte{0})
 	h.Write(agent)
 	return hex.EncodeToString(h.Sum(nil))

@@ -47,6 +47,7 @@ type CommandOpts struct {
 	Env         map[string]string `json:"env,omitempty" jsonschema:"extra environment variables"`
 	Stdin       string            `json:"stdin,omitempty" jsonschema:"text fed to the command's standard input"`
 	TimeoutSecs float64           `json:"timeout_secs,omitempty" jsonschema:"kill the command after this many seconds; default 60"`
+	User        string            `json:"user,omitempty" jsonschema:"run as this account: root, or user (uid 1000, passwordless sudo); default: the sandbox's default user, root unless create_sandbox set one"`
 }
 
 type execIn struct {
@@ -108,7 +109,7 @@ func execRequest(c CommandOpts) apitype.ExecRequest {
 	if t == 0 {
 		t = defaultExecTimeout
 	}
-	return apitype.ExecRequest{Cwd: c.Cwd, Env: c.Env, Stdin: c.Stdin, TimeoutSecs: t}
+	return apitype.ExecRequest{Cwd: c.Cwd, Env: c.Env, Stdin: c.Stdin, TimeoutSecs: t, User: c.User}
 }
 
 // exec runs req and caps what it returns.

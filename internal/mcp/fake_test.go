@@ -104,6 +104,7 @@ func (f *fakeAPI) CreateSandboxes(ctx context.Context, req apitype.CreateSandbox
 			f.sandboxes[info.ID].info.Network = *req.Network
 			info.Network = *req.Network
 		}
+		f.sandboxes[info.ID].info.Labels, info.Labels = req.Labels, req.Labels
 		out = append(out, info)
 	}
 	return out, nil

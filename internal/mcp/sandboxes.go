@@ -30,6 +30,9 @@ type Sandbox struct {
 	DeadReason    string `json:"dead_reason,omitempty" jsonschema:"set when status is dead: why it died (exited, oom_killed, unreachable)"`
 	Network       Policy `json:"network" jsonschema:"its egress policy: what it may reach; empty denies everything"`
 	Ports         []Port `json:"ports,omitempty" jsonschema:"its exposed ports (expose_port gives their tokens)"`
+	// Labels and User (its default user) come from its create, or its snapshot.
+	Labels map[string]string `json:"labels,omitempty" jsonschema:"its labels"`
+	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none; absent: root"`
 	// SessionHasToken tells the model whether it may omit sandbox_token.
 	SessionHasToken bool `json:"session_has_token" jsonschema:"whether this MCP session knows the sandbox's token, so that sandbox_token may be omitted"`
 }
@@ -44,6 +47,8 @@ func toSandbox(info apitype.SandboxInfo, st *session, now time.Time) Sandbox {
 		DeadReason:      info.DeadReason,
 		Network:         Policy(info.Network),
 		Ports:           toPorts(info.Ports),
+		Labels:          info.Labels,
+		User:            info.User,
 		SessionHasToken: info.Token != "" || st.hasToken(info.ID),
 	}
 }
@@ -92,13 +97,16 @@ type createIn struct {
 	MemoryMiB    int     `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
 	DiskMiB      int     `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
 	Network      *Policy `json:"network,omitempty" jsonschema:"what it may reach; empty: nothing, or a snapshot's policy when starting from one"`
+	// Labels and User carry over to branches and spawns of it.
+	Labels map[string]string `json:"labels,omitempty" jsonschema:"key/value labels (keys: a-z 0-9 . _ / -, at most 63 characters; at most 64 labels); list_sandboxes filters by them; empty: a snapshot's"`
+	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none: root or user; empty: root, or a snapshot's"`
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
 		DiskMiB: in.DiskMiB, SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
-		Network: apiPolicy(in.Network),
+		Network: apiPolicy(in.Network), Labels: in.Labels, User: in.User,
 	})
 	if err != nil {
 		return nil, Sandbox{}, s.explainSpawn(ctx, err, in.SnapshotTag)
@@ -193,16 +201,23 @@ func (s *Server) snapshotSandbox(ctx context.Context, req *sdk.CallToolRequest, 
 	return nil, snapshotOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs}, nil
 }
 
-func (s *Server) listSandboxes(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, sandboxesOut, error) {
+type listSandboxesIn struct {
+	Labels map[string]string `json:"labels,omitempty" jsonschema:"list only the sandboxes that have all of these labels"`
+}
+
+func (s *Server) listSandboxes(ctx context.Context, req *sdk.CallToolRequest, in listSandboxesIn) (*sdk.CallToolResult, sandboxesOut, error) {
 	infos, err := s.api.ListSandboxes(ctx)
 	if err != nil {
 		return nil, sandboxesOut{}, s.explain(ctx, err, "")
 	}
 	st, now := s.session(req), time.Now()
-	out := sandboxesOut{Sandboxes: make([]Sandbox, len(infos))}
-	for i, info := range infos {
+	out := sandboxesOut{Sandboxes: []Sandbox{}}
+	for _, info := range infos {
+		if !hasLabels(info.Labels, in.Labels) {
+			continue
+		}
 		info.Token = "" // never shown by a listing, whatever the daemon sends
-		out.Sandboxes[i] = toSandbox(info, st, now)
+		out.Sandboxes = append(out.Sandboxes, toSandbox(info, st, now))
 	}
 	sort.Slice(out.Sandboxes, func(i, j int) bool { return out.Sandboxes[i].CreatedAtUnix < out.Sandboxes[j].CreatedAtUnix })
 	return nil, out, nil

@@ -35,10 +35,12 @@ type ExecRequest struct {
 	// Timeout kills the command's whole process group when it elapses;
 	// 0 means none.
 	Timeout time.Duration
+	User    string // "": the sandbox's default user
 }
 
 func (r ExecRequest) proto() agentproto.ExecRequest {
-	return agentproto.ExecRequest{Args: r.Args, Shell: r.Shell, Cwd: r.Cwd, Env: r.Env, Stdin: r.Stdin, TimeoutMs: r.Timeout.Milliseconds()}
+	return agentproto.ExecRequest{Args: r.Args, Shell: r.Shell, Cwd: r.Cwd, Env: r.Env, Stdin: r.Stdin, TimeoutMs: r.Timeout.Milliseconds(),
+		User: r.User}
 }
 
 // ExecResult is how a command ended. ExitCode is -1 when it was killed by
@@ -86,6 +88,7 @@ func fileInfo(i agentproto.FileInfo) FileInfo {
 type PutRequest struct {
 	Path string
 	Mode uint32 // permission bits; 0 means 0644
+	User string // owner; "": the sandbox's default user
 }
 
 // GetRequest reads a file, or the part of it from Offset, at most Length
@@ -169,6 +172,7 @@ func (sb *Sandbox) Ping(ctx context.Context) (PingResult, error) {
 
 // Exec runs a command.
 func (sb *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
+	req.User = sb.b.userOr(req.User)
 	preq := req.proto()
 	if err := preq.Validate(); err != nil {
 		return ExecResult{}, mapErr(err)
@@ -201,11 +205,14 @@ func (sb *Sandbox) Put(ctx context.Context, req PutRequest, r io.Reader) (FileIn
 	if err := checkPathMode(req.Path, req.Mode); err != nil {
 		return FileInfo{}, err
 	}
+	if err := agentproto.CheckUser(req.User); err != nil {
+		return FileInfo{}, mapErr(err)
+	}
 	a, err := sb.agent(ctx)
 	if err != nil {
 		return FileInfo{}, err
 	}
-	info, err := a.Put(ctx, agentproto.PutRequest{Path: req.Path, Mode: req.Mode}, r)
+	info, err := a.Put(ctx, agentproto.PutRequest{Path: req.Path, Mode: req.Mode, User: sb.b.userOr(req.User)}, r)
 	if err != nil {
 		return FileInfo{}, sb.fail(err)
 	}

@@ -217,6 +217,8 @@ type Info struct {
 	// Network is its egress policy; Ports its exposed ports, in order.
 	Network netpolicy.Policy
 	Ports   []PortInfo
+	Labels  map[string]string
+	User    string // default user; "": root
 }
 
 // New builds a Service. Call Recover before serving, then Close at the end.
@@ -260,7 +262,8 @@ func (b *box) info() Info {
 	r := b.rec
 	return Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
 		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB, Pids: r.Pids, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
-		DeadReason: b.death.Reason, DiedAt: b.death.At, Network: b.net, Ports: b.portsLocked()}
+		DeadReason: b.death.Reason, DiedAt: b.death.At, Network: b.net, Ports: b.portsLocked(),
+		Labels: decodeLabels(r.LabelsJSON), User: r.User}
 }
 
 // expired reports whether the sandbox's time is up: its expiry, or for a

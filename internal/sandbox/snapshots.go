@@ -167,6 +167,10 @@ type BranchOptions struct {
 	// Network is the new snapshot's egress policy, and its children's;
 	// nil: the source's.
 	Network *netpolicy.Policy
+	// Labels and User are the new snapshot's, and its children's; nil and
+	// "": the source's.
+	Labels map[string]string
+	User   string
 }
 
 // Branch saves the sandbox as a new snapshot while it keeps running, then
@@ -199,6 +203,10 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	if err := s.checkPolicy(o.Network); err != nil {
 		return BranchResult{}, err
 	}
+	meta, err := s.branchMeta(ctx, b, o)
+	if err != nil {
+		return BranchResult{}, err
+	}
 	b.mu.Lock()
 	network := policyOr(o.Network, b.net)
 	b.mu.Unlock()
@@ -222,7 +230,8 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	// daemon killed before the branch answers leaves neither.
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
-		TokenHash: b.rec.TokenHash, Pending: o.N > 0, NetworkJSON: encodePolicy(network)}
+		TokenHash: b.rec.TokenHash, Pending: o.N > 0, NetworkJSON: encodePolicy(network),
+		Meta: meta}
 	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err

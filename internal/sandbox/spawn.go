@@ -30,6 +30,11 @@ type CreateOptions struct {
 	// Network is the sandboxes' egress policy; nil: the snapshot's, or
 	// for an image, deny all.
 	Network *netpolicy.Policy
+	// Labels are the sandboxes' labels; nil: the snapshot's. User is the
+	// account their commands and files are run and written as by default;
+	// "": the snapshot's, else root.
+	Labels map[string]string
+	User   string
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
@@ -100,6 +105,9 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 		return nil, err
 	}
 	src.network = policyOr(o.Network, src.network)
+	if src.meta, err = metaFor(o, src.meta); err != nil {
+		return nil, err
+	}
 	ready, err := s.reserve(o.N, src)
 	if err != nil {
 		return nil, err
@@ -154,12 +162,16 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 			defer wg.Done()
 			tokens[i] = newToken()
 			if b := src.pooled(); b != nil {
+				b.setMeta(src.meta)
 				boxes[i], errs[i] = b, s.handOut(ctx, b, src.network, hashToken(tokens[i]), ttl)
-				return
+			} else {
+				sem <- struct{}{}
+				defer func() { <-sem }()
+				boxes[i], errs[i] = s.createOne(ctx, src, ttl, hashToken(tokens[i]))
 			}
-			sem <- struct{}{}
-			defer func() { <-sem }()
-			boxes[i], errs[i] = s.createOne(ctx, src, ttl, hashToken(tokens[i]))
+			if errs[i] == nil {
+				errs[i] = checkUser(ctx, boxes[i].client(), src.meta.User)
+			}
 		}()
 	}
 	wg.Wait()
@@ -250,6 +262,7 @@ type source struct {
 	limits          store.Limits
 	// network is the egress policy they start with.
 	network netpolicy.Policy
+	meta    store.Meta // their labels and default user
 	// snap is the snapshot restored from, whose warm pool may hold ready
 	// sandboxes; nil for an image.
 	snap *snap
@@ -284,7 +297,7 @@ func (s *Service) snapshotSource(sn *snap) (source, error) {
 	return source{
 		imageID: sn.rec.Image, snapshotTag: sn.rec.Tag, files: sn.files,
 		cpus: sn.rec.CPUs, memoryMiB: sn.rec.MemoryMiB, limits: sn.rec.Limits,
-		network: sn.net,
+		network: sn.net, meta: sn.rec.Meta,
 		launch: func(ctx context.Context, spec runtime.Spec) error {
 			return s.cfg.Runtime.Restore(ctx, spec, dir)
 		},
@@ -437,6 +450,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
 		SnapshotTag: src.snapshotTag, CPUs: src.cpus, MemoryMiB: src.memoryMiB, TokenHash: tokenHash,
 		CreatedAt: now, ExpiresAt: now.Add(ttl), Limits: src.limits, NetworkJSON: encodePolicy(src.network),
+		Meta: src.meta,
 	}
 	// The record comes first so that a daemon killed mid-start finds it and
 	// cleans up after itself.

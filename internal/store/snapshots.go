@@ -33,6 +33,7 @@ type Snapshot struct {
 	// NetworkJSON is the egress policy its sandboxes start with, as JSON; ""
 	// for none given.
 	NetworkJSON string
+	Meta        // labels and default user its sandboxes inherit
 }
 
 const snapshotSchema = `
@@ -66,11 +67,11 @@ var snapshotMigrations = []string{
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
 		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at,
-		runtime_version, token_hash, pending, disk_mib, pids, open_files, network)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		runtime_version, token_hash, pending, disk_mib, pids, open_files, network, labels, user)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
 		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending,
-		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.NetworkJSON)
+		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.NetworkJSON, sn.LabelsJSON, sn.User)
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -88,8 +89,8 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 // Snapshots returns every snapshot record, oldest first.
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
-		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending, disk_mib, pids, open_files, network
-		FROM snapshots ORDER BY created_at, tag`)
+		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending, disk_mib, pids, open_files, network,
+		labels, user FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
 	}
@@ -100,7 +101,8 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		var created int64
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
 			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
-			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles, &sn.NetworkJSON); err != nil {
+			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles, &sn.NetworkJSON,
+			&sn.LabelsJSON, &sn.User); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

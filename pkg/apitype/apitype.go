@@ -73,6 +73,11 @@ type CreateSandboxRequest struct {
 	// Prewarm is forkd's flag, accepted for compatibility: every spawn
 	// refills the snapshot's warm pool in the background anyway.
 	Prewarm bool `json:"prewarm,omitempty"`
+	// Labels are the sandboxes' labels; nil: a spawn's children take their
+	// snapshot's. User is the account exec and file calls run and write as
+	// when they name none ("root" or "user"); "": the snapshot's, else root.
+	Labels map[string]string `json:"labels,omitempty"`
+	User   string            `json:"user,omitempty"`
 	// SandboxToken is no part of the body: pkg/client sends it in the
 	// SandboxTokenHeader. A snapshot saved from a sandbox (by branch or
 	// snapshot) holds its state, so spawning from it takes that sandbox's
@@ -107,6 +112,9 @@ type SandboxInfo struct {
 	// Ports are its exposed ports, without their tokens: GET
 	// /v1/sandboxes/{id}/ports, which takes the sandbox token, shows those.
 	Ports []PortInfo `json:"ports,omitempty"`
+	// Labels are its labels; User its default user (absent: root).
+	Labels map[string]string `json:"labels,omitempty"`
+	User   string            `json:"user,omitempty"`
 }
 
 // NetworkPolicy is a sandbox's egress policy: what it may connect to. The
@@ -172,6 +180,7 @@ type ExecRequest struct {
 	Env         map[string]string `json:"env,omitempty"`
 	Stdin       string            `json:"stdin,omitempty"`
 	TimeoutSecs float64           `json:"timeout_secs,omitempty"`
+	User        string            `json:"user,omitempty"` // "": the sandbox's default user
 }
 
 // ExecResponse is the result of an exec.
@@ -369,6 +378,10 @@ type BranchRequest struct {
 	// Network is the new snapshot's and its children's egress policy;
 	// nil: the source sandbox's.
 	Network *NetworkPolicy `json:"network,omitempty"`
+	// Labels and User are the new snapshot's and its children's (see
+	// CreateSandboxRequest); nil and "": the source sandbox's.
+	Labels map[string]string `json:"labels,omitempty"`
+	User   string            `json:"user,omitempty"`
 }
 
 // BranchResponse is the new snapshot, how long the source was paused, and

@@ -272,7 +272,16 @@ func (c *Client) ListFiles(ctx context.Context, id, sandboxToken, path string, d
 // the daemon refuse an oversized file before any of it is sent. r is not
 // closed. Only ctx bounds the call.
 func (c *Client) PutFile(ctx context.Context, id, sandboxToken, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error) {
+	return c.PutFileAs(ctx, id, sandboxToken, path, mode, "", r, size)
+}
+
+// PutFileAs is PutFile with the file owned by user ("": the sandbox's
+// default user).
+func (c *Client) PutFileAs(ctx context.Context, id, sandboxToken, path string, mode fs.FileMode, user string, r io.Reader, size int64) (apitype.FileInfo, error) {
 	q := url.Values{"path": {path}, "mode": {fmt.Sprintf("%04o", mode.Perm())}}
+	if user != "" {
+		q.Set("user", user)
+	}
 	req, err := c.newRequest(ctx, http.MethodPut, sandboxPath(id, "/files"), q, sandboxToken)
 	if err != nil {
 		return apitype.FileInfo{}, err

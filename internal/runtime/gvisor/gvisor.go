@@ -209,6 +209,10 @@ func (r *Runtime) globalFlags(id string) []string {
 		"--network", "sandbox",
 		"--log", filepath.Join(r.sandboxDir(id), "runsc.log"),
 		"--cpu-num-from-quota",
+		// The image's user has passwordless sudo, which is set-user-ID:
+		// gVisor ignores that bit unless told. It elevates to the
+		// sandbox's own root, which every call may run as anyway.
+		"--allow-suid",
 	}
 }
 
