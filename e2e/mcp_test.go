@@ -158,6 +158,15 @@ func agentFlow(t *testing.T, d *daemon, tag string, cs *mcp.ClientSession) {
 	if !bytes.Equal(got, blob) {
 		t.Fatalf("read back %d bytes, not what was written", len(got))
 	}
+	// A procfs file, whose size reads as 0, reads with its content.
+	var proc struct {
+		Content string `json:"content"`
+		EOF     bool   `json:"eof"`
+	}
+	callOK(t, cs, "read_file", map[string]any{"sandbox_id": a, "path": "/proc/self/status"}, &proc)
+	if !strings.Contains(proc.Content, "Pid:") || !proc.EOF {
+		t.Fatalf("read_file /proc/self/status: %+v", proc)
+	}
 
 	// A background command, and wait_for_text on the file it writes.
 	marker := "DONE-" + randomHex(4)

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net/http"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -314,10 +315,11 @@ func (f *fakeAPI) GetFileRange(ctx context.Context, id, token, path string, offs
 		return nil, fi, &client.Error{Status: 400, Code: apitype.CodeBadRequest, Message: fmt.Sprintf("range offset %d is outside %s (%d bytes)", offset, path, fi.Size)}
 	}
 	io.CopyN(io.Discard, rc, offset)
-	if length > 0 {
-		return io.NopCloser(io.LimitReader(rc, length)), fi, nil
+	// As the daemon's, a range is of the size the file reports.
+	if length <= 0 || length > fi.Size-offset {
+		length = fi.Size - offset
 	}
-	return rc, fi, nil
+	return io.NopCloser(io.LimitReader(rc, length)), fi, nil
 }
 
 func (f *fakeAPI) GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error) {
@@ -331,5 +333,9 @@ func (f *fakeAPI) GetFile(ctx context.Context, id, token, path string) (io.ReadC
 	if !ok {
 		return nil, apitype.FileInfo{}, notFound("file " + path)
 	}
-	return io.NopCloser(bytes.NewReader(b)), apitype.FileInfo{Path: path, Type: "file", Size: int64(len(b))}, nil
+	fi := apitype.FileInfo{Path: path, Type: "file", Size: int64(len(b))}
+	if strings.HasPrefix(path, "/proc/") {
+		fi.Size = 0 // as procfs reports it, though reading gives content
+	}
+	return io.NopCloser(bytes.NewReader(b)), fi, nil
 }

@@ -108,12 +108,14 @@ func (s *Server) readFile(ctx context.Context, req *sdk.CallToolRequest, in read
 	if limit == 0 || limit > maxRead {
 		limit = maxRead
 	}
-	// Whole small images go back as images; everything else is read a
-	// range at a time, one byte more than asked to learn whether it goes on.
-	whole := in.Offset == 0 && in.Limit == 0 && isImage(mime.TypeByExtension(path.Ext(in.Path)))
+	// From the start, the whole-file download is read only as far as
+	// needed: unlike a range, which is of the size the file reports, it
+	// also reads files whose size reads as 0, such as those in /proc. Past
+	// the start, a range at a time. Either way one byte more than asked
+	// tells whether the file goes on.
 	var rc io.ReadCloser
 	var fi apitype.FileInfo
-	if whole {
+	if in.Offset == 0 {
 		rc, fi, err = s.api.GetFile(ctx, in.SandboxID, token, in.Path)
 	} else {
 		rc, fi, err = s.api.GetFileRange(ctx, in.SandboxID, token, in.Path, in.Offset, int64(limit)+1)
@@ -140,8 +142,8 @@ func (s *Server) readFile(ctx context.Context, req *sdk.CallToolRequest, in read
 	if !out.EOF {
 		chunk = trimPartialRune(chunk)
 	}
-	if out.Size < 0 && out.EOF {
-		out.Size = in.Offset + int64(len(chunk))
+	if out.EOF && out.Size < in.Offset+int64(len(chunk)) {
+		out.Size = in.Offset + int64(len(chunk)) // no size sent, or one that reads as 0
 	}
 	out.Length = len(chunk)
 	if !out.EOF {

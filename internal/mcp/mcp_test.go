@@ -327,6 +327,13 @@ func TestReadFile(t *testing.T) {
 		t.Fatalf("image read: %#v", res.Content[0])
 	}
 
+	// A file whose size reads as 0 but has content (procfs) is read whole.
+	call(t, cs, "write_file", map[string]any{"sandbox_id": sb.ID, "path": "/proc/cpuinfo", "content": "processor\t: 0\n"}, false)
+	r = decode[readOut](t, call(t, cs, "read_file", map[string]any{"sandbox_id": sb.ID, "path": "/proc/cpuinfo"}, false))
+	if r.Content != "processor\t: 0\n" || !r.EOF || r.Size != int64(len(r.Content)) {
+		t.Fatalf("procfs read: %+v", r)
+	}
+
 	// A missing file is a tool error that points at list_files.
 	res = call(t, cs, "read_file", map[string]any{"sandbox_id": sb.ID, "path": "/work/nope"}, true)
 	if !strings.Contains(text(res), "list_files") {
