@@ -287,6 +287,13 @@ func (s *Server) getFile(w http.ResponseWriter, r *http.Request, sb *sandbox.San
 	defer rc.Close()
 	span := req.Span(info.Size)
 	h := w.Header()
+	if ranged && span == 0 {
+		// No byte to send: RFC 9110's answer, naming the size to ask within.
+		h.Set("Content-Range", fmt.Sprintf("bytes */%d", info.Size))
+		writeError(w, http.StatusRequestedRangeNotSatisfiable, apitype.CodeBadRequest,
+			fmt.Sprintf("the range at offset %d holds no byte of %s (%d bytes)", req.Offset, info.Path, info.Size))
+		return
+	}
 	h.Set("Content-Type", "application/octet-stream")
 	h.Set("X-File-Mode", fmt.Sprintf("%04o", info.Mode))
 	h.Set("X-File-Size", strconv.FormatInt(info.Size, 10))

@@ -328,3 +328,35 @@ func TestDocumentedRules(t *testing.T) {
 		t.Errorf("the file written by the sandboxd route: %+v", res)
 	}
 }
+
+// TestRangeHoldingNothing: a range that holds no byte of the file (any
+// range of an empty file, one starting at its end) is a 416 naming the
+// file's size, not a 206 with an impossible Content-Range.
+func TestRangeHoldingNothing(t *testing.T) {
+	s := newServer(t)
+	sb := s.create(t)
+	empty, five := putHostFile(t, 0), putHostFile(t, 5)
+	for _, tc := range []struct {
+		name, file, query string
+		h                 hdr
+		status            int
+		contentRange      string
+	}{
+		{"empty file, offset and length", empty, "&offset=0&length=10", nil, http.StatusRequestedRangeNotSatisfiable, "bytes */0"},
+		{"empty file, Range header", empty, "", hdr{"Range": "bytes=0-"}, http.StatusRequestedRangeNotSatisfiable, "bytes */0"},
+		{"at the end", five, "&offset=5", nil, http.StatusRequestedRangeNotSatisfiable, "bytes */5"},
+		{"the whole file", five, "&offset=0&length=5", nil, http.StatusPartialContent, "bytes 0-4/5"},
+		{"its last byte", five, "", hdr{"Range": "bytes=4-"}, http.StatusPartialContent, "bytes 4-4/5"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := tok(sb)
+			for k, v := range tc.h {
+				h[k] = v
+			}
+			resp, body := s.doString(t, "GET", "/v1/sandboxes/"+sb.ID+"/files?path="+tc.file+tc.query, "", h)
+			if resp.StatusCode != tc.status || resp.Header.Get("Content-Range") != tc.contentRange {
+				t.Errorf("%d, Content-Range %q, %s; want %d, %q", resp.StatusCode, resp.Header.Get("Content-Range"), body, tc.status, tc.contentRange)
+			}
+		})
+	}
+}
