@@ -392,14 +392,7 @@ func countResources(t *testing.T, stateDir string) resources {
 			r.RunscProcs++
 		}
 	}
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(mi), "\n") {
-		// runsc's null-netns, the empty namespace its gofers share, is
-		// pinned under the state root at its first start: no sandbox's.
-		if strings.Contains(line, stateDir+"/") && !strings.Contains(line, "/.runsc/null-netns ") {
-			r.Mounts++
-		}
-	}
+	r.Mounts = len(sandboxMounts(stateDir))
 	ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
 	for _, e := range ents {
 		if !strings.HasPrefix(e.Name(), ".") {
@@ -431,6 +424,21 @@ func countResources(t *testing.T, stateDir string) resources {
 		}
 	}
 	return r
+}
+
+// sandboxMounts are the mounts below stateDir but runsc's null-netns: the
+// one empty namespace its gofers share, pinned under the state root at its
+// first start (runsc stacks a few when sandboxes start at once), which
+// belongs to no sandbox.
+func sandboxMounts(stateDir string) []string {
+	var out []string
+	mi, _ := os.ReadFile("/proc/self/mountinfo")
+	for _, line := range strings.Split(string(mi), "\n") {
+		if strings.Contains(line, stateDir+"/") && !strings.Contains(line, "/.runsc/null-netns ") {
+			out = append(out, line)
+		}
+	}
+	return out
 }
 
 // sandboxIDPattern matches the ids the daemon logs (at debug level it logs

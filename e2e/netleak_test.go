@@ -266,20 +266,5 @@ func waitOwnResources(t *testing.T, d *daemon, want resources) {
 			return
 		}
 	}
-	t.Errorf("resources leaked: have %+v, want %+v; mounts:\n%s", got, own(want), strings.Join(sandboxMounts(d), "\n"))
-}
-
-// sandboxMounts are the mounts below d's state directory but runsc's
-// null-netns: the one empty namespace its gofers share, pinned at its
-// first start (runsc stacks a few when sandboxes start at once), which
-// belongs to no sandbox.
-func sandboxMounts(d *daemon) []string {
-	var out []string
-	mi, _ := os.ReadFile("/proc/self/mountinfo")
-	for _, line := range strings.Split(string(mi), "\n") {
-		if strings.Contains(line, d.stateDir()+"/") && !strings.Contains(line, "/.runsc/null-netns ") {
-			out = append(out, line)
-		}
-	}
-	return out
+	t.Errorf("resources leaked: have %+v, want %+v; mounts:\n%s", got, own(want), strings.Join(sandboxMounts(d.stateDir()), "\n"))
 }

@@ -154,10 +154,15 @@ func (s *Service) SetNetwork(ctx context.Context, id string, p netpolicy.Policy)
 		}
 		return Info{}, err
 	}
-	b.mu.Lock()
-	b.net = p
-	b.rec.NetworkJSON = encodePolicy(p)
-	b.mu.Unlock()
+	b.setNetwork(p)
 	s.log.Info("network policy changed", "id", id)
 	return b.info(), nil
+}
+
+// setNetwork records p as b's policy, decoded and as the store keeps it.
+func (b *box) setNetwork(p netpolicy.Policy) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.net = p
+	b.rec.NetworkJSON = encodePolicy(p)
 }

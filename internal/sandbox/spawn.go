@@ -366,10 +366,7 @@ func (s *Service) handOut(ctx context.Context, b *box, p netpolicy.Policy, token
 	if err := s.applyPolicy(ctx, b, p); err != nil {
 		return err
 	}
-	b.mu.Lock()
-	b.net = p
-	b.rec.NetworkJSON = encodePolicy(p)
-	b.mu.Unlock()
+	b.setNetwork(p)
 	return nil
 }
 
