@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/store"
 )
 
 func TestCreate(t *testing.T) {
@@ -232,13 +233,16 @@ func TestCreateCommitsAtOnce(t *testing.T) {
 		_, err := e.svc.Create(context.Background(), CreateOptions{N: 2})
 		done <- err
 	}()
-	waitFor(t, "the first sandbox to answer", func() bool { return e.svc.Stats().Created.Load() == 1 })
+	// Both rows exist once the second start is under way (the two starts
+	// run in parallel, so the second row may trail the first answer).
+	var recs []store.Sandbox
+	waitFor(t, "the first sandbox to answer and the second to start", func() bool {
+		var err error
+		recs, err = e.st.Sandboxes(testCtx(t))
+		return err == nil && len(recs) == 2 && e.svc.Stats().Created.Load() == 1
+	})
 	if got := e.svc.List(); len(got) != 0 {
 		t.Errorf("listed before the call answered: %+v", got)
-	}
-	recs, err := e.st.Sandboxes(testCtx(t))
-	if err != nil || len(recs) != 2 {
-		t.Fatalf("store holds %+v, %v; want two rows", recs, err)
 	}
 	for _, r := range recs {
 		if r.Status != StatusCreating {
