@@ -157,6 +157,11 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 			return
 		}
 	default:
+		for _, serve := range streamServers(h) {
+			if serve(ctx, st, hdr.Op, decode) {
+				return
+			}
+		}
 		watch()
 		var handled bool
 		if out, handled, err = serveFS(ctx, h, hdr.Op, decode); !handled {
@@ -164,6 +169,12 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 		}
 	}
 	writeResponse(st, out, err)
+}
+
+// streamServers are the servers of the streaming ops, each concern's in
+// its own file.
+func streamServers(h Handler) []StreamServer {
+	return []StreamServer{}
 }
 
 func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {
