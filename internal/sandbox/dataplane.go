@@ -172,7 +172,7 @@ func (sb *Sandbox) Ping(ctx context.Context) (PingResult, error) {
 
 // Exec runs a command.
 func (sb *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	req.User = sb.b.userOr(req.User)
+	req.User, req.Cwd, req.Env = sb.b.runDefaults(req.User, req.Cwd, req.Env)
 	preq := req.proto()
 	if err := preq.Validate(); err != nil {
 		return ExecResult{}, mapErr(err)

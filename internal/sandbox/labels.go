@@ -131,6 +131,14 @@ func (b *box) userOr(user string) string {
 	return b.rec.User // set before the sandbox is handed out, never changed
 }
 
+// runDefaults is what a process started in b runs as, in and with, for a
+// call that asked for user, cwd and env: the call's own, else the
+// sandbox's defaults. Every call that starts a process (exec, background
+// processes, terminals) goes through it.
+func (b *box) runDefaults(user, cwd string, env []string) (string, string, []string) {
+	return b.userOr(user), cwd, env
+}
+
 // setMeta gives b the labels and default user of the call that hands it
 // out (a pooled sandbox was restored with its snapshot's).
 func (b *box) setMeta(m store.Meta) {
