@@ -1,0 +1,199 @@
+package agent
+
+import (
+	"errors"
+	"io"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/proc"
+)
+
+// ptyOutput collects a terminal's output as a reader goroutine reads it.
+type ptyOutput struct {
+	mu   sync.Mutex
+	buf  strings.Builder
+	done chan error // the read's end: nil at io.EOF
+}
+
+func readPTY(p *agentproto.PTYStream) *ptyOutput {
+	o := &ptyOutput{done: make(chan error, 1)}
+	go func() {
+		b := make([]byte, 4096)
+		for {
+			n, err := p.Read(b)
+			o.mu.Lock()
+			o.buf.Write(b[:n])
+			o.mu.Unlock()
+			if err != nil {
+				if errors.Is(err, io.EOF) {
+					err = nil
+				}
+				o.done <- err
+				return
+			}
+		}
+	}()
+	return o
+}
+
+func (o *ptyOutput) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// waitFor waits until the output holds s.
+func (o *ptyOutput) waitFor(t *testing.T, s string) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(o.String(), s); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no %q in the terminal's output:\n%s", s, o.String())
+		}
+	}
+}
+
+func TestPTY(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := testCtx(t)
+	p, err := e.c.OpenPTY(ctx, agentproto.PTYRequest{Args: []string{"sh"}, Cols: 80, Rows: 24, Env: []string{"PS1=$ "}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out := readPTY(p)
+	type step struct {
+		send  string
+		ctrl  *agentproto.PTYControl
+		want  string
+		check func()
+	}
+	var sleepPid int
+	steps := []step{
+		{send: "echo $TERM; tty; stty size\n", want: "24 80"},
+		{send: "echo ${TERM}-seen\n", want: agentproto.DefaultTerm + "-seen"},
+		{ctrl: &agentproto.PTYControl{Type: agentproto.PTYResize, Cols: 120, Rows: 40}},
+		{send: "stty size\n", want: "40 120"},
+		{send: "sleep 100 & echo bg=$!; wait\n", want: "bg="},
+		{check: func() {
+			s := out.String()
+			n, _ := strconv.Atoi(strings.Fields(s[strings.LastIndex(s, "bg=")+3:])[0])
+			sleepPid = n
+		}},
+		// A signal reaches the foreground: the shell waiting on its job.
+		{ctrl: &agentproto.PTYControl{Type: agentproto.PTYSignal, Signal: "INT"}},
+		{send: "echo still-here\n", want: "still-here"},
+	}
+	for _, s := range steps {
+		switch {
+		case s.send != "":
+			if _, err := p.Write([]byte(s.send)); err != nil {
+				t.Fatal(err)
+			}
+		case s.ctrl != nil:
+			if err := p.Control(*s.ctrl); err != nil {
+				t.Fatal(err)
+			}
+		case s.check != nil:
+			s.check()
+		}
+		if s.want != "" {
+			out.waitFor(t, s.want)
+		}
+	}
+	if sleepPid == 0 || !proc.Alive(sleepPid) {
+		t.Fatalf("background sleep %d not running", sleepPid)
+	}
+	p.Write([]byte("exit 3\n"))
+	if err := <-out.done; err != nil {
+		t.Fatalf("read to the end: %v", err)
+	}
+	if ex, ok := p.Exit(); !ok || ex.ExitCode != 3 {
+		t.Errorf("exit %+v, %v; want code 3", ex, ok)
+	}
+	// The shell's job went with its terminal.
+	if !proc.WaitExit(sleepPid, 5*time.Second) {
+		t.Errorf("the shell's background sleep %d outlived its terminal", sleepPid)
+	}
+}
+
+// TestPTYHangUp: the host closing the stream ends everything on the
+// terminal, even what ignores SIGHUP.
+func TestPTYHangUp(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := testCtx(t)
+	p, err := e.c.OpenPTY(ctx, agentproto.PTYRequest{Cols: 80, Rows: 24,
+		Args: []string{"sh", "-c", "trap '' HUP; echo pid=$$; sleep 100 & echo job=$!; wait"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := readPTY(p)
+	out.waitFor(t, "job=")
+	var pids []int
+	for _, f := range strings.Fields(strings.NewReplacer("pid=", "", "job=", "").Replace(out.String())) {
+		if n, err := strconv.Atoi(f); err == nil {
+			pids = append(pids, n)
+		}
+	}
+	if len(pids) != 2 {
+		t.Fatalf("pids %v from %q", pids, out.String())
+	}
+	p.Close()
+	for _, pid := range pids {
+		if !proc.WaitExit(pid, 10*time.Second) {
+			t.Errorf("process %d still runs after the hang-up", pid)
+		}
+	}
+}
+
+func TestPTYExitSignal(t *testing.T) {
+	e := newTestEnv(t)
+	p, err := e.c.OpenPTY(testCtx(t), agentproto.PTYRequest{Cols: 80, Rows: 24, Args: []string{"sh", "-c", "kill -TERM $$"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out := readPTY(p)
+	if err := <-out.done; err != nil {
+		t.Fatal(err)
+	}
+	if ex, _ := p.Exit(); ex.ExitCode != -1 || ex.Signal != "SIGTERM" {
+		t.Errorf("exit %+v, want SIGTERM", ex)
+	}
+}
+
+func TestPTYBadRequest(t *testing.T) {
+	e := newTestEnv(t)
+	for name, req := range map[string]agentproto.PTYRequest{
+		"zero size":  {Cols: 0, Rows: 24},
+		"huge size":  {Cols: 80, Rows: 60000},
+		"no command": {Cols: 80, Rows: 24, Args: []string{"no-such-command-cove"}},
+		"no user":    {Cols: 80, Rows: 24, User: "nobody-here"},
+		"bad term":   {Cols: 80, Rows: 24, Term: "x=y"},
+	} {
+		_, err := e.c.OpenPTY(testCtx(t), req)
+		if agentproto.CodeOf(err) != agentproto.CodeInvalid {
+			t.Errorf("%s: %v, want an invalid-request error", name, err)
+		}
+	}
+}
+
+func TestPTYAsUser(t *testing.T) {
+	needRoot(t)
+	e := newTestEnv(t)
+	p, err := e.c.OpenPTY(testCtx(t), agentproto.PTYRequest{Cols: 80, Rows: 24, User: testUser, Cwd: "/",
+		Args: []string{"sh", "-c", "echo $(id -un) home=$HOME"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	out := readPTY(p)
+	<-out.done
+	if s := out.String(); !strings.Contains(s, testUser+" home=/nonexistent") {
+		t.Errorf("as %s: %q", testUser, s)
+	}
+}
