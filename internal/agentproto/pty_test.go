@@ -59,7 +59,7 @@ func (f *fakePTY) Signal(sig unix.Signal) error {
 }
 
 func (f *fakePTY) Exit() PTYExit { return PTYExit{ExitCode: 7} }
-func (f *fakePTY) Close() error   { f.once.Do(func() { close(f.closed) }); return nil }
+func (f *fakePTY) Close() error  { f.once.Do(func() { close(f.closed) }); return nil }
 
 type ptyStub struct {
 	stubHandler
