@@ -175,10 +175,35 @@ func (t *ptyTerm) Signal(sig unix.Signal) error {
 		pgrp, err = unix.IoctlGetInt(fd, unix.TIOCGPGRP)
 		return err
 	})
-	if err != nil || pgrp <= 0 {
-		pgrp = t.pid // the session leader's group
+	if err == nil && pgrp > 0 {
+		return unix.Kill(-pgrp, sig)
 	}
-	return unix.Kill(-pgrp, sig)
+	// The kernel cannot say which group is in the foreground (gVisor's
+	// terminals cannot): its line discipline knows, for the signals it has
+	// a character for, while the terminal makes characters signals.
+	if sent, err := t.typeSignal(sig); sent || err != nil {
+		return err
+	}
+	return unix.Kill(-t.pid, sig) // the session leader's group
+}
+
+// typeSignal types the character that makes the terminal send sig (^C
+// for SIGINT), if it has one and makes signals of characters now.
+func (t *ptyTerm) typeSignal(sig unix.Signal) (bool, error) {
+	idx, ok := map[unix.Signal]int{unix.SIGINT: unix.VINTR, unix.SIGQUIT: unix.VQUIT, unix.SIGTSTP: unix.VSUSP}[sig]
+	if !ok {
+		return false, nil
+	}
+	var tio *unix.Termios
+	if err := t.control(func(fd int) error {
+		var err error
+		tio, err = unix.IoctlGetTermios(fd, unix.TCGETS)
+		return err
+	}); err != nil || tio.Lflag&unix.ISIG == 0 || tio.Cc[idx] == 0 {
+		return false, nil
+	}
+	_, err := t.master.Write([]byte{tio.Cc[idx]})
+	return true, err
 }
 
 // control runs f on the master's descriptor without making it blocking,

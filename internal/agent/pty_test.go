@@ -6,6 +6,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -195,5 +196,29 @@ func TestPTYAsUser(t *testing.T) {
 	<-out.done
 	if s := out.String(); !strings.Contains(s, testUser+" home=/nonexistent") {
 		t.Errorf("as %s: %q", testUser, s)
+	}
+}
+
+// TestPTYTypeSignal: where the kernel cannot name the foreground group,
+// ^C typed on the terminal reaches it.
+func TestPTYTypeSignal(t *testing.T) {
+	a := New(Config{WorkDir: t.TempDir()})
+	defer a.Close()
+	p, err := a.StartPTY(testCtx(t), agentproto.PTYRequest{Cols: 80, Rows: 24, Args: []string{"sh", "-c", "sleep 100; echo rest"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	time.Sleep(100 * time.Millisecond) // let sh start the sleep
+	term := p.(*ptyTerm)
+	if sent, err := term.typeSignal(syscall.SIGINT); !sent || err != nil {
+		t.Fatalf("typeSignal(SIGINT) = %v, %v", sent, err)
+	}
+	if sent, _ := term.typeSignal(syscall.SIGTERM); sent {
+		t.Error("typeSignal(SIGTERM) typed something: no character sends it")
+	}
+	out, _ := io.ReadAll(p)
+	if ex := p.Exit(); ex.Signal != "SIGINT" || strings.Contains(string(out), "rest") {
+		t.Errorf("exit %+v, output %q; want SIGINT before the rest", ex, out)
 	}
 }
