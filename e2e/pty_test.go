@@ -291,3 +291,37 @@ func TestTerminalRefused(t *testing.T) {
 		t.Errorf("cols=0: %d %s, want 400", code, body)
 	}
 }
+
+// TestTerminalBranch: a terminal is its connection's. A branch child finds
+// the source's terminal gone with the old connection, and its processes
+// end there; the source's terminal carries on.
+func TestTerminalBranch(t *testing.T) {
+	d := suite.shared
+	src := newSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
+	defer cancel()
+	s, err := d.c.Terminal(ctx, src.id, src.token, client.TerminalOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	out := readTerm(s)
+	s.Write([]byte("sleep 4545\n"))
+	waitProcs(t, d, src, "sleep 4545", true)
+
+	res, err := d.c.Branch(ctx, src.id, src.token, apitype.BranchRequest{N: 1})
+	if err != nil {
+		t.Fatalf("branch: %v\n%s", err, d.logTail())
+	}
+	t.Cleanup(func() { deleteSnapshotEventually(t, d, res.Tag) })
+	kid := sandbox{res.Children[0].ID, res.Children[0].Token}
+	defer d.c.DeleteSandbox(context.Background(), kid.id)
+	waitProcs(t, d, kid, "sleep 4545", false)
+	waitProcs(t, d, kid, "bash -l", false)
+
+	// The source's terminal is as it was.
+	waitProcs(t, d, src, "sleep 4545", true)
+	s.Signal("INT")
+	s.Write([]byte("echo $((7*6))src\n"))
+	out.waitFor(t, "42src")
+}
