@@ -1,11 +1,9 @@
 package agent
 
 import (
-	"errors"
 	"io"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -14,48 +12,33 @@ import (
 	"github.com/cove-sandbox/cove/internal/proc"
 )
 
-// ptyOutput collects a terminal's output as a reader goroutine reads it.
+// ptyOutput reads a terminal's output as a test waits for it.
 type ptyOutput struct {
-	mu   sync.Mutex
-	buf  strings.Builder
-	done chan error // the read's end: nil at io.EOF
+	p   *agentproto.PTYStream
+	buf strings.Builder
 }
 
-func readPTY(p *agentproto.PTYStream) *ptyOutput {
-	o := &ptyOutput{done: make(chan error, 1)}
-	go func() {
-		b := make([]byte, 4096)
-		for {
-			n, err := p.Read(b)
-			o.mu.Lock()
-			o.buf.Write(b[:n])
-			o.mu.Unlock()
-			if err != nil {
-				if errors.Is(err, io.EOF) {
-					err = nil
-				}
-				o.done <- err
-				return
-			}
-		}
-	}()
-	return o
-}
+func readPTY(p *agentproto.PTYStream) *ptyOutput { return &ptyOutput{p: p} }
 
-func (o *ptyOutput) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
+func (o *ptyOutput) String() string { return o.buf.String() }
 
-// waitFor waits until the output holds s.
+// waitFor reads until the output holds s; the test's context bounds it.
 func (o *ptyOutput) waitFor(t *testing.T, s string) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); !strings.Contains(o.String(), s); time.Sleep(10 * time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("no %q in the terminal's output:\n%s", s, o.String())
+	b := make([]byte, 4096)
+	for !strings.Contains(o.buf.String(), s) {
+		n, err := o.p.Read(b)
+		o.buf.Write(b[:n])
+		if err != nil {
+			t.Fatalf("no %q in the terminal's output (%v):\n%s", s, err, o.buf.String())
 		}
 	}
+}
+
+// rest reads the output to its end.
+func (o *ptyOutput) rest() error {
+	_, err := io.Copy(&o.buf, o.p)
+	return err
 }
 
 func TestPTY(t *testing.T) {
@@ -79,10 +62,11 @@ func TestPTY(t *testing.T) {
 		{send: "echo ${TERM}-seen\n", want: agentproto.DefaultTerm + "-seen"},
 		{ctrl: &agentproto.PTYControl{Type: agentproto.PTYResize, Cols: 120, Rows: 40}},
 		{send: "stty size\n", want: "40 120"},
-		{send: "sleep 100 & echo bg=$!; wait\n", want: "bg="},
+		{send: "sleep 100 & echo bg=$!=gb; wait\n", want: "=gb\r\n"},
 		{check: func() {
 			s := out.String()
-			n, _ := strconv.Atoi(strings.Fields(s[strings.LastIndex(s, "bg=")+3:])[0])
+			s = s[:strings.LastIndex(s, "=gb\r\n")]
+			n, _ := strconv.Atoi(s[strings.LastIndex(s, "bg=")+3:])
 			sleepPid = n
 		}},
 		// A signal reaches the foreground: the shell waiting on its job.
@@ -110,7 +94,7 @@ func TestPTY(t *testing.T) {
 		t.Fatalf("background sleep %d not running", sleepPid)
 	}
 	p.Write([]byte("exit 3\n"))
-	if err := <-out.done; err != nil {
+	if err := out.rest(); err != nil {
 		t.Fatalf("read to the end: %v", err)
 	}
 	if ex, ok := p.Exit(); !ok || ex.ExitCode != 3 {
@@ -128,14 +112,14 @@ func TestPTYHangUp(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := testCtx(t)
 	p, err := e.c.OpenPTY(ctx, agentproto.PTYRequest{Cols: 80, Rows: 24,
-		Args: []string{"sh", "-c", "trap '' HUP; echo pid=$$; sleep 100 & echo job=$!; wait"}})
+		Args: []string{"sh", "-c", "trap '' HUP; echo pid=$$; sleep 100 & echo job=$!; echo listed; wait"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	out := readPTY(p)
-	out.waitFor(t, "job=")
+	out.waitFor(t, "listed")
 	var pids []int
-	for _, f := range strings.Fields(strings.NewReplacer("pid=", "", "job=", "").Replace(out.String())) {
+	for _, f := range strings.Fields(strings.NewReplacer("pid=", "", "job=", "", "listed", "").Replace(out.String())) {
 		if n, err := strconv.Atoi(f); err == nil {
 			pids = append(pids, n)
 		}
@@ -159,7 +143,7 @@ func TestPTYExitSignal(t *testing.T) {
 	}
 	defer p.Close()
 	out := readPTY(p)
-	if err := <-out.done; err != nil {
+	if err := out.rest(); err != nil {
 		t.Fatal(err)
 	}
 	if ex, _ := p.Exit(); ex.ExitCode != -1 || ex.Signal != "SIGTERM" {
@@ -193,7 +177,7 @@ func TestPTYAsUser(t *testing.T) {
 	}
 	defer p.Close()
 	out := readPTY(p)
-	<-out.done
+	out.rest()
 	if s := out.String(); !strings.Contains(s, testUser+" home=/nonexistent") {
 		t.Errorf("as %s: %q", testUser, s)
 	}

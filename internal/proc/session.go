@@ -34,19 +34,10 @@ func parseSession(stat string) (int, error) {
 // InSession returns the live processes of session sid, other than this
 // one: what a terminal's session leader left running.
 func InSession(sid int) []int {
-	ents, _ := os.ReadDir("/proc")
-	self := os.Getpid()
-	var pids []int
-	for _, e := range ents {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == self {
-			continue
-		}
-		if s, err := Session(pid); err == nil && s == sid && Alive(pid) {
-			pids = append(pids, pid)
-		}
-	}
-	return pids
+	return others(func(pid int) bool {
+		s, err := Session(pid)
+		return err == nil && s == sid
+	})
 }
 
 // SignalSession sends sig to every live process of session sid and says
