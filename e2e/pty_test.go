@@ -129,6 +129,28 @@ func TestShellTmux(t *testing.T) {
 	}
 }
 
+// TestShellPiped: without a local terminal cove shell still works, on a
+// terminal of the default size, with the input as it comes.
+func TestShellPiped(t *testing.T) {
+	d := suite.shared
+	sb := newSandbox(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, suite.bin, "shell", sb.id, "--user", "user")
+	cmd.Env = append(cliEnv(d, t.TempDir()), "COVE_SANDBOX_TOKEN="+sb.token)
+	cmd.Stdin = strings.NewReader("whoami; stty size; echo $((2+3))q\nexit 4\n")
+	out, err := cmd.CombinedOutput()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 4 {
+		t.Fatalf("cove shell: %v, want exit status 4\n%s", err, out)
+	}
+	for _, want := range []string{"user\r\n24 80\r\n5q\r\n"} {
+		if !strings.Contains(string(out), want) {
+			t.Errorf("no %q in the output:\n%s", want, out)
+		}
+	}
+}
+
 func shellQuote(s string) string { return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'" }
 
 // termOutput reads a terminal session's output as it comes.

@@ -81,11 +81,15 @@ func TestTerminal(t *testing.T) {
 	}
 
 	var refused []string
-	s, err := c.Terminal(ctx, "sb-1", "tok", TerminalOptions{Cols: 100, Rows: 30, Cmd: []string{"top", "-b"},
+	// The dial's context bounds only the dial: the session outlives it.
+	dialCtx, dialCancel := context.WithCancel(ctx)
+	s, err := c.Terminal(dialCtx, "sb-1", "tok", TerminalOptions{Cols: 100, Rows: 30, Cmd: []string{"top", "-b"},
 		Env: map[string]string{"B": "2", "A": "1"}, OnError: func(m string) { refused = append(refused, m) }})
+	dialCancel()
 	if err != nil {
 		t.Fatal(err)
 	}
+	time.Sleep(10 * time.Millisecond)
 	defer s.Close()
 	s.Resize(120, 40)
 	s.Signal("BOGUS")
