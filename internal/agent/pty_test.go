@@ -2,6 +2,8 @@ package agent
 
 import (
 	"io"
+	"os"
+	"runtime"
 	"strconv"
 	"strings"
 	"syscall"
@@ -205,4 +207,49 @@ func TestPTYTypeSignal(t *testing.T) {
 	if ex := p.Exit(); ex.Signal != "SIGINT" || strings.Contains(string(out), "rest") {
 		t.Errorf("exit %+v, output %q; want SIGINT before the rest", ex, out)
 	}
+}
+
+// TestPTYNoLeak: terminals that end, or are hung up, leave no descriptor
+// and no goroutine behind.
+func TestPTYNoLeak(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := testCtx(t)
+	cycle := func(hangUp bool) {
+		p, err := e.c.OpenPTY(ctx, agentproto.PTYRequest{Cols: 80, Rows: 24, Args: []string{"sh", "-c", "echo up; read x"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := readPTY(p)
+		out.waitFor(t, "up")
+		if !hangUp {
+			p.Write([]byte("\n"))
+			if err := out.rest(); err != nil {
+				t.Fatal(err)
+			}
+		}
+		p.Close()
+	}
+	cycle(false) // the first use starts what lives on (the poller)
+	fds, gs := countFDs(t), runtime.NumGoroutine()
+	for i := range 6 {
+		cycle(i%2 == 0)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for (countFDs(t) > fds || runtime.NumGoroutine() > gs) && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if n := countFDs(t); n > fds {
+		t.Errorf("%d descriptors open after the terminals, %d before", n, fds)
+	}
+	if n := runtime.NumGoroutine(); n > gs {
+		t.Errorf("%d goroutines after the terminals, %d before", n, gs)
+	}
+}
+
+func countFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return len(ents)
 }
