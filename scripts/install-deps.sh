@@ -18,10 +18,11 @@ APT_PACKAGES=(debootstrap iproute2 nftables ca-certificates curl python3)
 if [[ ${INSTALL_QEMU:-0} == 1 ]]; then
 	APT_PACKAGES+=(qemu-system-x86 qemu-utils busybox-static e2fsprogs util-linux)
 fi
-# The e2e suite's browser check of preview URLs (headless Chromium): only
-# for the tests (make e2e), not on a daemon's host.
+# The e2e suite's browser check of preview URLs (headless Chromium) and its
+# terminal that drives cove shell (tmux): only for the tests (make e2e), not
+# on a daemon's host.
 if [[ ${INSTALL_E2E:-0} == 1 ]]; then
-	APT_PACKAGES+=(chromium)
+	APT_PACKAGES+=(chromium tmux)
 fi
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }

@@ -84,6 +84,7 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.RestartDead, "restart-dead", o.RestartDead, "with --backend: sandboxes killed while the temporary daemon is down, before its restart is timed")
 	fs.IntVar(&o.EgressMiB, "egress-mib", o.EgressMiB, "MiB downloaded from a test server, in a sandbox through cove's proxy and from the host (0: skip)")
 	fs.IntVar(&o.PreviewGets, "preview-gets", o.PreviewGets, "requests to time through a preview URL, the connect tunnel and directly")
+	fs.IntVar(&o.PTYEchoes, "pty-echoes", o.PTYEchoes, "keystrokes to time through a terminal, beside as many pings")
 	fs.IntVar(&o.DNSLookups, "dns-lookups", o.DNSLookups, "in-sandbox lookups to time, of an allowed name and of one in /etc/hosts (with --backend)")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")

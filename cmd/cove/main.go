@@ -2,7 +2,7 @@
 //
 //	cove serve                 run the daemon
 //	cove image build           build the guest image
-//	cove create|ls|exec|cp|kill|info|bench ...   talk to a running daemon
+//	cove create|ls|exec|shell|cp|kill|info|bench ...   talk to a running daemon
 //	cove net|expose|ports|unexpose|port-forward  a sandbox's network and ports
 //	cove snapshot|spawn|branch ...               snapshots and their children
 //	cove mcp                   MCP server over stdio, for Claude Code, Cursor, ...
@@ -56,7 +56,7 @@ of the sandboxes they make.`,
 		&cobra.Group{ID: groupDaemon, Title: "The daemon and its images:"},
 	)
 	for _, c := range []*cobra.Command{
-		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newFSCmd(cfg), newKillCmd(cfg),
+		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newShellCmd(cfg), newCpCmd(cfg), newFSCmd(cfg), newKillCmd(cfg),
 		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
 		newPortForwardCmd(cfg),
 	} {

@@ -72,7 +72,7 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.Creates > 0 {
 		add(b.benchCreate(ctx, info))
 	}
-	if b.o.Execs > 0 || b.o.Evals > 0 || b.o.FileMiB > 0 {
+	if b.o.Execs > 0 || b.o.Evals > 0 || b.o.FileMiB > 0 || b.o.PTYEchoes > 0 {
 		b.runWarm(ctx, info, add)
 	}
 	if b.o.snapshotsWanted() {
@@ -114,7 +114,7 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 	if err != nil {
 		err = fmt.Errorf("create the warm sandbox: %w", err)
 		for _, r := range []result{{Name: "exec", Unit: unitMs}, {Name: "eval", Unit: unitMs},
-			{Name: "upload", Unit: unitMBps}, {Name: "download", Unit: unitMBps}} {
+			{Name: "upload", Unit: unitMBps}, {Name: "download", Unit: unitMBps}, {Name: "pty_echo", Unit: unitMs}} {
 			r.Error = err.Error()
 			add(r)
 		}
@@ -143,6 +143,9 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 		up, down := b.benchTransfer(ctx, sb)
 		add(up)
 		add(down)
+	}
+	if b.o.PTYEchoes > 0 {
+		add(b.benchPTY(ctx, sb))
 	}
 }
 

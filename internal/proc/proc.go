@@ -48,6 +48,15 @@ func Cmdline(pid int) ([]string, error) {
 // Find returns the live processes, other than this one, whose arguments
 // match.
 func Find(match func(args []string) bool) []int {
+	return others(func(pid int) bool {
+		args, err := Cmdline(pid)
+		return err == nil && match(args)
+	})
+}
+
+// others returns the live processes, other than this one, that pick
+// chooses.
+func others(pick func(pid int) bool) []int {
 	ents, _ := os.ReadDir("/proc")
 	self := os.Getpid()
 	var pids []int
@@ -56,8 +65,7 @@ func Find(match func(args []string) bool) []int {
 		if err != nil || pid == self {
 			continue
 		}
-		args, err := Cmdline(pid)
-		if err == nil && match(args) && Alive(pid) {
+		if pick(pid) && Alive(pid) {
 			pids = append(pids, pid)
 		}
 	}
