@@ -92,11 +92,10 @@ func TestCallPeerStopsReading(t *testing.T) {
 	ctx := boundedCtx(t)
 	start := time.Now()
 	_, err := c.Exec(ctx, ExecRequest{Args: []string{"wc"}, Stdin: make([]byte, 30<<20)})
+	// The call must fail by itself, not by running into its deadline:
+	// how soon depends on the machine's load, which a test cannot bound.
 	if err == nil || ctx.Err() != nil {
-		t.Fatalf("exec to an agent that stopped reading = %v after %s, want a prompt error", err, time.Since(start))
-	}
-	if d := time.Since(start); d > 10*time.Second {
-		t.Fatalf("took %s to fail", d)
+		t.Fatalf("exec to an agent that stopped reading = %v after %s, want an error before the deadline", err, time.Since(start))
 	}
 }
 
