@@ -234,6 +234,15 @@ func (sb *Sandbox) FollowOutput(ctx context.Context, ref ProcessRef, offset int6
 	return sb.readOutput(ctx, ref, offset, 0, true, each)
 }
 
+// StreamOutput calls each with the output there is from offset on, at
+// most limit bytes (0: all), then a last event (Done).
+func (sb *Sandbox) StreamOutput(ctx context.Context, ref ProcessRef, offset, limit int64, each func(OutputEvent) error) error {
+	if limit < 0 {
+		return invalidf("limit %d: a limit is not negative", limit)
+	}
+	return sb.readOutput(ctx, ref, offset, limit, false, each)
+}
+
 func (sb *Sandbox) readOutput(ctx context.Context, ref ProcessRef, offset, limit int64, follow bool, each func(OutputEvent) error) error {
 	if offset < 0 {
 		return invalidf("offset %d: an offset is not negative", offset)
