@@ -30,6 +30,7 @@ type fakeAPI struct {
 	deleteGate chan struct{}
 	// network is what Info says of the network.
 	network apitype.NetworkInfo
+	procs   []*fakeProc // background processes, every sandbox's
 }
 
 type fakeSandbox struct {
