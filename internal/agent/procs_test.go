@@ -148,23 +148,33 @@ func TestProcSignalAndStreams(t *testing.T) {
 	e := newTestEnv(t)
 	ctx := testCtx(t)
 	info, err := e.c.ProcStart(ctx, agentproto.ProcStartRequest{ExecRequest: agentproto.ExecRequest{
-		Shell: "echo out; echo err >&2; exec sleep 60"}})
+		Shell: "echo out; read x; echo err >&2; exec sleep 60"}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ref := agentproto.ProcRef{Pid: info.Pid}
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
-		got, err := e.c.ProcGet(ctx, ref)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if got.OutputSize == 8 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("output size %d, want 8", got.OutputSize)
+	// The two streams are two pipes, ordered as the agent reads them:
+	// stderr is written only once stdout's line is in.
+	awaitSize := func(n int64) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got, err := e.c.ProcGet(ctx, ref)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got.OutputSize == n {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("output size %d, want %d", got.OutputSize, n)
+			}
 		}
 	}
+	awaitSize(4)
+	if _, err := e.c.ProcStdin(ctx, agentproto.ProcStdinRequest{ProcRef: ref}, strings.NewReader("go\n")); err != nil {
+		t.Fatal(err)
+	}
+	awaitSize(8)
 	if _, err := e.c.ProcSignal(ctx, agentproto.ProcSignalRequest{ProcRef: ref, Signal: "bogus"}); agentproto.CodeOf(err) != agentproto.CodeInvalid {
 		t.Errorf("bogus signal: %v, want invalid", err)
 	}
@@ -243,3 +253,31 @@ func TestProcFollowCancel(t *testing.T) {
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) { clear(p); return len(p), nil }
+
+// TestProcOutputLost: a reader from an offset the ring wrapped past gets
+// the oldest byte kept and is told how many it lost.
+func TestProcOutputLost(t *testing.T) {
+	e := newTestEnv(t)
+	ctx := testCtx(t)
+	info, err := e.c.ProcStart(ctx, agentproto.ProcStartRequest{ExecRequest: agentproto.ExecRequest{
+		Shell: "head -c 10000 /dev/zero | tr '\\0' a; printf end"}, OutputLimit: agentproto.MinOutputLimit})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st, mark, err := e.c.ProcOutput(ctx, agentproto.ProcOutputRequest{ProcRef: agentproto.ProcRef{Pid: info.Pid}, Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, last := readAll(t, st)
+	if last.Exit == nil || last.Offset != 10003 || !strings.HasSuffix(out, "aend") {
+		t.Fatalf("followed %d bytes from %d, last %+v", len(out), mark.Offset, last)
+	}
+	st, mark, err = e.c.ProcOutput(ctx, agentproto.ProcOutputRequest{ProcRef: agentproto.ProcRef{Pid: info.Pid}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, _ = readAll(t, st)
+	if want := int64(10003 - agentproto.MinOutputLimit); mark.Lost != want || mark.Offset != want || len(out) != agentproto.MinOutputLimit {
+		t.Errorf("read from 0: lost %d, starting at %d, %d bytes; want %d lost and the last %d bytes", mark.Lost, mark.Offset, len(out), want, agentproto.MinOutputLimit)
+	}
+}
