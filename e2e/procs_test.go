@@ -198,6 +198,12 @@ func TestProcessStdin(t *testing.T) {
 	if _, err := d.c.WriteStdin(ctx, sb.id, sb.token, "cat", strings.NewReader("late"), false); !errors.Is(err, client.ErrConflict) {
 		t.Errorf("stdin after close: %v, want 409", err)
 	}
+	if err := d.c.RemoveProcess(ctx, sb.id, sb.token, "cat"); err != nil {
+		t.Errorf("remove the exited cat: %v", err)
+	}
+	if _, err := d.c.Process(ctx, sb.id, sb.token, "cat"); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("the removed cat: %v, want 404", err)
+	}
 	if _, err := d.c.Process(ctx, sb.id, sb.token, "999999"); !errors.Is(err, client.ErrNotFound) {
 		t.Errorf("unknown pid: %v, want 404", err)
 	}

@@ -103,6 +103,29 @@ func (a *Agent) ProcGet(ctx context.Context, ref agentproto.ProcRef) (agentproto
 	return p.info(), nil
 }
 
+// ProcRemove forgets an exited process: its status, and its output ring.
+func (a *Agent) ProcRemove(ctx context.Context, ref agentproto.ProcRef) error {
+	t := a.procTable()
+	p, err := t.lookup(ref)
+	if err != nil {
+		return err
+	}
+	if p.running() {
+		return agentproto.Errorf(agentproto.CodeState, "process %d is running: signal it first, and remove it once it has exited", p.pid)
+	}
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for i, q := range t.procs {
+		if q == p {
+			t.procs = append(t.procs[:i], t.procs[i+1:]...)
+			p.out.close()
+			os.Remove(p.path)
+			break
+		}
+	}
+	return nil
+}
+
 // ProcSignal sends a signal to a running process's group (to the process
 // alone if it left its group).
 func (a *Agent) ProcSignal(ctx context.Context, req agentproto.ProcSignalRequest) (agentproto.ProcInfo, error) {

@@ -17,6 +17,7 @@ const (
 	OpProcOutput = "proc_output" // streaming: the process's output from an offset
 	OpProcStdin  = "proc_stdin"  // bidirectional: Data frames to the process's stdin
 	OpProcSignal = "proc_signal"
+	OpProcRemove = "proc_remove" // forget an exited process and its output
 )
 
 // Error codes of the process calls.
@@ -187,6 +188,8 @@ type ProcHandler interface {
 	ProcList(ctx context.Context, req ProcListRequest) (ProcListResult, error)
 	ProcGet(ctx context.Context, req ProcRef) (ProcInfo, error)
 	ProcSignal(ctx context.Context, req ProcSignalRequest) (ProcInfo, error)
+	// ProcRemove forgets an exited process, its status and its output.
+	ProcRemove(ctx context.Context, req ProcRef) error
 	// ProcOutput checks req and returns the Response's mark and a function
 	// that sends the records; it is called only if the Response was sent.
 	ProcOutput(ctx context.Context, req ProcOutputRequest) (ProcMark, func(w io.Writer) error, error)
@@ -199,7 +202,7 @@ type ProcHandler interface {
 func procServer(h ProcHandler) StreamServer {
 	return func(ctx context.Context, st *yamux.Stream, op string, decode func(any) error) bool {
 		switch op {
-		case OpProcStart, OpProcList, OpProcGet, OpProcSignal:
+		case OpProcStart, OpProcList, OpProcGet, OpProcSignal, OpProcRemove:
 			out, err := serveProcCall(ctx, h, op, decode)
 			writeResponse(st, out, err)
 		case OpProcOutput:
@@ -227,10 +230,13 @@ func serveProcCall(ctx context.Context, h ProcHandler, op string, decode func(an
 			return nil, err
 		}
 		return h.ProcList(ctx, req)
-	case OpProcGet:
+	case OpProcGet, OpProcRemove:
 		var req ProcRef
 		if err := decode(&req); err != nil {
 			return nil, err
+		}
+		if op == OpProcRemove {
+			return struct{}{}, h.ProcRemove(ctx, req)
 		}
 		return h.ProcGet(ctx, req)
 	default:
@@ -326,6 +332,11 @@ func (c *Client) ProcSignal(ctx context.Context, req ProcSignalRequest) (ProcInf
 	var r ProcInfo
 	err := c.do(ctx, OpProcSignal, req, &r)
 	return r, err
+}
+
+// ProcRemove forgets an exited process.
+func (c *Client) ProcRemove(ctx context.Context, ref ProcRef) error {
+	return c.do(ctx, OpProcRemove, ref, nil)
 }
 
 // ProcOutput opens a read of a process's output: the mark says where it

@@ -18,6 +18,7 @@ func (stubHandler) ProcGet(_ context.Context, ref ProcRef) (ProcInfo, error) {
 func (stubHandler) ProcSignal(context.Context, ProcSignalRequest) (ProcInfo, error) {
 	return ProcInfo{}, Errorf(CodeState, "stub")
 }
+func (stubHandler) ProcRemove(context.Context, ProcRef) error { return Errorf(CodeState, "stub") }
 func (stubHandler) ProcOutput(context.Context, ProcOutputRequest) (ProcMark, func(io.Writer) error, error) {
 	return ProcMark{}, nil, Errorf(CodeNoProcess, "stub")
 }

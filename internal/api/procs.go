@@ -15,6 +15,7 @@ import (
 func (s *Server) procRoutes(m *http.ServeMux) {
 	m.HandleFunc("GET /v1/sandboxes/{id}/processes", s.data(s.listProcesses))
 	m.HandleFunc("GET /v1/sandboxes/{id}/processes/{pid}", s.data(s.getProcess))
+	m.HandleFunc("DELETE /v1/sandboxes/{id}/processes/{pid}", s.data(s.removeProcess))
 	m.HandleFunc("GET /v1/sandboxes/{id}/processes/{pid}/output", s.data(s.processOutput))
 	m.HandleFunc("POST /v1/sandboxes/{id}/processes/{pid}/stdin", s.data(s.processStdin))
 	m.HandleFunc("POST /v1/sandboxes/{id}/processes/{pid}/signal", s.data(s.signalProcess))
@@ -66,6 +67,19 @@ func (s *Server) getProcess(w http.ResponseWriter, r *http.Request, sb *sandbox.
 		return
 	}
 	writeJSON(w, http.StatusOK, processInfo(p))
+}
+
+func (s *Server) removeProcess(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
+	ref, err := sandbox.ParseProcessRef(r.PathValue("pid"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	if err := sb.RemoveProcess(r.Context(), ref); err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // processOutput reads a process's output from ?offset= (at most ?limit=

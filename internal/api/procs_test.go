@@ -82,8 +82,13 @@ func TestProcesses(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) { s.call(t, tc.method, tc.path, tc.body, tok(sb), tc.want, nil) })
 	}
 
-	// SIGTERM is reported as the signal that ended a process.
+	// A running process cannot be removed; an exited one goes.
 	s.call(t, "POST", base+"/exec", `{"shell":"exec sleep 60","background":true,"tag":"sleeper"}`, tok(sb), http.StatusCreated, &p)
+	s.call(t, "DELETE", base+"/processes/sleeper", "", tok(sb), http.StatusConflict, nil)
+	s.call(t, "DELETE", base+"/processes/cat", "", tok(sb), http.StatusNoContent, nil)
+	s.call(t, "GET", base+"/processes/cat", "", tok(sb), http.StatusNotFound, nil)
+
+	// SIGTERM is reported as the signal that ended a process.
 	s.call(t, "POST", base+"/processes/sleeper/signal", `{}`, tok(sb), http.StatusOK, nil)
 	resp, body = s.doString(t, "GET", base+"/processes/sleeper/output", "", hdr{apitype.SandboxTokenHeader: sb.Token, "Accept": apitype.ContentTypeSSE})
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(body), `"signal":"SIGTERM"`) || !strings.HasPrefix(string(body), "data: ") {

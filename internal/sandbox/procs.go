@@ -184,6 +184,19 @@ func (sb *Sandbox) Signal(ctx context.Context, ref ProcessRef, sig string) (Proc
 	return processInfo(info), nil
 }
 
+// RemoveProcess forgets an exited process, its status and its output; a
+// running one is ErrProcessState.
+func (sb *Sandbox) RemoveProcess(ctx context.Context, ref ProcessRef) error {
+	a, err := sb.agent(ctx)
+	if err != nil {
+		return err
+	}
+	if err := a.ProcRemove(ctx, ref.proto()); err != nil {
+		return sb.procErr(err)
+	}
+	return nil
+}
+
 // WriteStdin copies r to a process's stdin as it reads it, and closes
 // stdin after if closeAfter. It returns how many bytes reached the pipe.
 func (sb *Sandbox) WriteStdin(ctx context.Context, ref ProcessRef, r io.Reader, closeAfter bool) (int64, error) {

@@ -47,6 +47,12 @@ func (c *Client) Process(ctx context.Context, id, sandboxToken, ref string) (api
 	return out, err
 }
 
+// RemoveProcess forgets an exited process, its status and its output. A
+// running one is ErrConflict.
+func (c *Client) RemoveProcess(ctx context.Context, id, sandboxToken, ref string) error {
+	return c.call(ctx, 0, http.MethodDelete, processPath(id, ref, ""), nil, sandboxToken, nil, nil)
+}
+
 // ProcessOutput reads at most limit bytes (0: the daemon's default) of a
 // process's output from offset. Lost counts bytes before the answer's
 // Offset that the process's ring no longer held; Exit is set once the

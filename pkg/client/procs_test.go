@@ -34,6 +34,8 @@ func TestProcessRoutes(t *testing.T) {
 			_, err := c.WriteStdin(ctx, "s1", testToken, "12", strings.NewReader("abc"), true)
 			return err
 		}, "POST", "/v1/sandboxes/s1/processes/12/stdin", "close=true", "abc"},
+		{"remove", func(c *Client) error { return c.RemoveProcess(ctx, "s1", testToken, "web") },
+			"DELETE", "/v1/sandboxes/s1/processes/web", "", ""},
 		{"signal", func(c *Client) error { _, err := c.Signal(ctx, "s1", testToken, "12", "KILL"); return err },
 			"POST", "/v1/sandboxes/s1/processes/12/signal", "", `{"signal":"KILL"}`},
 	}
