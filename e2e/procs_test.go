@@ -216,9 +216,23 @@ func TestProcessStdin(t *testing.T) {
 	if _, err := d.c.StartProcess(ctx, sb.id, sb.token, apitype.ExecRequest{Args: []string{"cat"}, Stdin: "x"}); !errors.Is(err, client.ErrBadRequest) {
 		t.Errorf("background with stdin: %v, want 400", err)
 	}
-	all, err := d.c.Processes(ctx, sb.id, sb.token, true)
-	if err != nil || len(all) == 0 || !all[0].Cove {
-		t.Fatalf("ps --all: %+v, %v", all, err)
+	// all=true lists the sandbox's other processes, with their command lines.
+	execOK(t, d, sb, "sleep 313 >/dev/null 2>&1 < /dev/null &")
+	for deadline := time.Now().Add(20 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		all, err := d.c.Processes(ctx, sb.id, sb.token, true)
+		found := false
+		for _, p := range all {
+			found = found || !p.Cove && strings.Join(p.Cmd, " ") == "sleep 313" && p.User == "root"
+		}
+		if found {
+			break
+		}
+		if err != nil || time.Now().After(deadline) {
+			t.Fatalf("processes?all=true: %+v, %v; want sleep 313 among them", all, err)
+		}
+	}
+	if mine, err := d.c.Processes(ctx, sb.id, sb.token, false); err != nil || len(mine) != 0 {
+		t.Errorf("processes after the remove: %+v, %v; want none", mine, err)
 	}
 }
 
