@@ -14,12 +14,7 @@ import (
 
 func TestProcessRoutes(t *testing.T) {
 	ctx := context.Background()
-	tests := []struct {
-		name                string
-		call                func(c *Client) error
-		method, path, query string
-		body                string
-	}{
+	tests := []routeCase{
 		{"start", func(c *Client) error {
 			_, err := c.StartProcess(ctx, "s1", testToken, apitype.ExecRequest{Args: []string{"sleep", "9"}, Tag: "t"})
 			return err
@@ -39,6 +34,21 @@ func TestProcessRoutes(t *testing.T) {
 		{"signal", func(c *Client) error { _, err := c.Signal(ctx, "s1", testToken, "12", "KILL"); return err },
 			"POST", "/v1/sandboxes/s1/processes/12/signal", "", `{"signal":"KILL"}`},
 	}
+	checkRoutes(t, tests)
+}
+
+// routeCase is a client call and the request it must send.
+type routeCase = struct {
+	name                string
+	call                func(c *Client) error
+	method, path, query string
+	body                string
+}
+
+// checkRoutes makes each call against a fake daemon and checks what it
+// sent.
+func checkRoutes(t *testing.T, tests []routeCase) {
+	t.Helper()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c, rec := fakeDaemon(t)
@@ -48,8 +58,8 @@ func TestProcessRoutes(t *testing.T) {
 			if rec.method != tt.method || rec.path != tt.path || rec.rawQuery != tt.query || string(rec.body) != tt.body {
 				t.Errorf("sent %s %s?%s %s; want %s %s?%s %s", rec.method, rec.path, rec.rawQuery, rec.body, tt.method, tt.path, tt.query, tt.body)
 			}
-			if rec.token != testToken {
-				t.Errorf("token %q", rec.token)
+			if rec.token != testToken || rec.auth != "Bearer "+testKey {
+				t.Errorf("token %q auth %q", rec.token, rec.auth)
 			}
 		})
 	}
