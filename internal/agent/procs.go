@@ -379,7 +379,11 @@ func (a *Agent) closeProcs() {
 	for _, p := range procs {
 		if p.running() {
 			killGroup(p.pid)
-			<-p.exited
+			syscall.Kill(p.pid, syscall.SIGKILL) // in case it left its group
+			select {
+			case <-p.exited:
+			case <-time.After(5 * time.Second):
+			}
 		}
 		p.out.close()
 		os.Remove(p.path)
