@@ -107,7 +107,6 @@ func agentFlow(t *testing.T, d *daemon, tag string, cs *mcp.ClientSession) {
 		Stdout   string `json:"stdout"`
 		ExitCode int    `json:"exit_code"`
 		PID      int    `json:"pid"`
-		LogPath  string `json:"log_path"`
 	}
 	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": a, "command": "echo hello; uname -s; echo $FOO", "env": map[string]string{"FOO": "bar"}}, &ex)
 	if ex.Stdout != "hello\nLinux\nbar\n" || ex.ExitCode != 0 {
@@ -168,18 +167,16 @@ func agentFlow(t *testing.T, d *daemon, tag string, cs *mcp.ClientSession) {
 		t.Fatalf("read_file /proc/self/status: %+v", proc)
 	}
 
-	// A background command, and wait_for_text on the file it writes.
+	// A background process, and its output read until its last line.
 	marker := "DONE-" + randomHex(4)
 	start := time.Now()
 	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": a, "background": true,
 		"command": "for i in 1 2 3; do echo tick $i; sleep 0.3; done; echo " + marker}, &ex)
-	if ex.PID <= 0 || !strings.HasPrefix(ex.LogPath, "/tmp/cove-bg/") || time.Since(start) > 5*time.Second {
+	if ex.PID <= 0 || time.Since(start) > 5*time.Second {
 		t.Fatalf("background exec: %+v after %v", ex, time.Since(start))
 	}
-	var wait struct{ Found bool }
-	callOK(t, cs, "wait_for_text", map[string]any{"sandbox_id": a, "path": ex.LogPath, "text": marker, "timeout_secs": 30}, &wait)
-	if !wait.Found {
-		t.Fatalf("wait_for_text: %q never appeared in %s", marker, ex.LogPath)
+	if out := mcpAwaitOutput(t, cs, a, ex.PID, marker); !strings.HasPrefix(out, "tick 1\ntick 2\n") {
+		t.Fatalf("read_process_output: %q", out)
 	}
 
 	// Branch a running sandbox, and watch the two diverge.
@@ -414,15 +411,11 @@ func TestMCPNetwork(t *testing.T) {
 	marker := "mcp-" + randomHex(6)
 	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": sb.ID, "command": "mkdir -p /tmp/www && echo " + marker + " > /tmp/www/index.html"}, nil)
 	var bg struct {
-		LogPath string `json:"log_path"`
+		PID int `json:"pid"`
 	}
 	callOK(t, cs, "exec_command", map[string]any{"sandbox_id": sb.ID, "background": true, "cwd": "/tmp/www",
 		"command": "python3 -u -m http.server 8000 --bind 0.0.0.0"}, &bg)
-	var wait struct{ Found bool }
-	callOK(t, cs, "wait_for_text", map[string]any{"sandbox_id": sb.ID, "path": bg.LogPath, "text": "Serving HTTP", "timeout_secs": 60}, &wait)
-	if !wait.Found {
-		t.Fatalf("http.server did not start: nothing in %s", bg.LogPath)
-	}
+	mcpAwaitOutput(t, cs, sb.ID, bg.PID, "Serving HTTP")
 	var ep struct {
 		URL        string `json:"url"`
 		HTTPSURL   string `json:"https_url"`

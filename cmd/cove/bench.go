@@ -86,6 +86,7 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.PreviewGets, "preview-gets", o.PreviewGets, "requests to time through a preview URL, the connect tunnel and directly")
 	fs.IntVar(&o.PTYEchoes, "pty-echoes", o.PTYEchoes, "keystrokes to time through a terminal, beside as many pings")
 	fs.IntVar(&o.DNSLookups, "dns-lookups", o.DNSLookups, "in-sandbox lookups to time, of an allowed name and of one in /etc/hosts (with --backend)")
+	fs.IntVar(&o.ProcFirstBytes, "proc-first-bytes", o.ProcFirstBytes, "background processes whose first output byte is timed to a follow client")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")

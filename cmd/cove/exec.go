@@ -25,6 +25,7 @@ func newExecCmd(cfg *clientConfig) *cobra.Command {
 		shell, stdin bool
 		asJSON       bool
 		env          = make(map[string]string)
+		bg           backgroundFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "exec [flags] ID [--] CMD [ARG...]",
@@ -66,6 +67,9 @@ command's, as is all after "--".`,
 			if err != nil {
 				return err
 			}
+			if bg.on {
+				return runBackground(cmd, cl, daemon, id, tok, req, bg, asJSON)
+			}
 			ctx := cmd.Context()
 			res, err := cl.Exec(ctx, id, tok, req)
 			if err != nil {
@@ -99,6 +103,7 @@ command's, as is all after "--".`,
 		return nil
 	})
 	addOutputFlags(fs, &asJSON, nil, "")
+	addBackgroundFlags(fs, &bg)
 	return cmd
 }
 

@@ -31,6 +31,9 @@ type Config struct {
 	// interpreter) starts in, which bounds their processes; the agent
 	// stays outside it. The default is the agent's own cgroup.
 	Cgroup *os.File
+	// ProcDir is where background processes keep their output rings; the
+	// default is DefaultProcDir.
+	ProcDir string
 }
 
 // Agent implements agentproto.Handler. It is safe for concurrent use.
@@ -56,6 +59,10 @@ type Agent struct {
 	// urandom is /dev/urandom open for writing, or nil: kept open so that
 	// a clone's Restored does not run the path lookup and open anew.
 	urandom *os.File
+
+	procDir   string
+	procsOnce sync.Once
+	procs     *procTable // background processes; see procTable
 }
 
 var _ agentproto.Handler = (*Agent)(nil)
@@ -70,6 +77,7 @@ func New(cfg Config) *Agent {
 		cgroup:   cfg.Cgroup,
 		started:  time.Now(),
 		evalSem:  make(chan struct{}, 1),
+		procDir:  cfg.ProcDir,
 	}
 	if a.workDir == "" {
 		a.workDir = agentproto.WorkDir
@@ -108,6 +116,7 @@ func (a *Agent) Close() error {
 	if a.urandom != nil {
 		a.urandom.Close()
 	}
+	a.closeProcs()
 	return nil
 }
 

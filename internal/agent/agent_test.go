@@ -27,6 +27,7 @@ func newTestEnv(t *testing.T) *testEnv {
 	dir := filepath.Join(t.TempDir(), "work")
 	a := New(Config{
 		WorkDir:  dir,
+		ProcDir:  filepath.Join(filepath.Dir(dir), "procs"),
 		Hostname: func() (string, error) { return "sandbox-test", nil },
 	})
 	l, err := net.Listen("tcp", "127.0.0.1:0")

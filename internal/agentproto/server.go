@@ -26,6 +26,7 @@ type Handler interface {
 	Restored(ctx context.Context, req RestoredRequest) error
 	FSHandler
 	PTYHandler
+	ProcHandler
 }
 
 // Serve accepts connections from l and serves each with h until ctx is done
@@ -175,7 +176,7 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 // streamServers are the servers of the streaming ops, each concern's in
 // its own file.
 func streamServers(h Handler) []StreamServer {
-	return []StreamServer{ptyServer(h)}
+	return []StreamServer{ptyServer(h), procServer(h)}
 }
 
 func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {

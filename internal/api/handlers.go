@@ -197,6 +197,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 	if req.Stdin != "" {
 		ereq.Stdin = []byte(req.Stdin)
 	}
+	if req.Background {
+		s.startProcess(w, r, sb, ereq, req)
+		return
+	}
 	res, err := sb.Exec(r.Context(), ereq)
 	if err != nil {
 		s.fail(w, r, err)

@@ -52,6 +52,9 @@ type Options struct {
 	EgressMiB   int // downloaded from a test server, through cove's proxy and from the host
 	PreviewGets int // requests timed through a preview URL, the tunnel, and directly
 	DNSLookups  int // in-guest lookups timed, through cove's resolver and of /etc/hosts
+	// ProcFirstBytes is how many background processes' first output byte
+	// is timed.
+	ProcFirstBytes int
 	// Net is the test network the network benchmarks use (StartNet);
 	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
 	// through its zone (one the bench started with StartNet's flags),
@@ -77,12 +80,13 @@ func Defaults() Options {
 		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024, PTYEchoes: 200,
 		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
-		PssSettle:   2 * time.Second,
-		RestartDead: 5,
-		EgressMiB:   256,
-		PreviewGets: 200,
-		DNSLookups:  200,
-		Runsc:       "runsc",
+		PssSettle:      2 * time.Second,
+		RestartDead:    5,
+		EgressMiB:      256,
+		PreviewGets:    200,
+		DNSLookups:     200,
+		ProcFirstBytes: 100,
+		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
 	}
@@ -104,6 +108,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"egress-mib", &o.EgressMiB, 32},
 		{"preview-gets", &o.PreviewGets, 50},
 		{"dns-lookups", &o.DNSLookups, 50},
+		{"proc-first-bytes", &o.ProcFirstBytes, 30},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -121,7 +126,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -163,6 +168,7 @@ func (o *Options) groups() map[string][]*int {
 		"egress":   {&o.EgressMiB},
 		"preview":  {&o.PreviewGets}, // and tunnel_request
 		"dns":      {&o.DNSLookups},
+		"procs":    {&o.ProcFirstBytes},
 	}
 }
 

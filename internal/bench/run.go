@@ -81,6 +81,9 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.netWanted() {
 		b.runNet(ctx, info, add)
 	}
+	if b.o.ProcFirstBytes > 0 {
+		add(b.benchProcFirstByte(ctx, info))
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {
@@ -104,13 +107,7 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 // runWarm runs the benchmarks that share one warm sandbox: exec, eval
 // and file transfers.
 func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(result)) {
-	sbs, err := b.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: ttlWithin(info, time.Hour)})
-	for _, sb := range sbs {
-		defer b.destroy(ctx, sb.ID)
-	}
-	if err == nil && len(sbs) != 1 {
-		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
-	}
+	sb, err := b.createOne(ctx, info)
 	if err != nil {
 		err = fmt.Errorf("create the warm sandbox: %w", err)
 		for _, r := range []result{{Name: "exec", Unit: unitMs}, {Name: "eval", Unit: unitMs},
@@ -120,7 +117,7 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 		}
 		return
 	}
-	sb := sbs[0]
+	defer b.destroy(ctx, sb.ID)
 	b.logf("warm sandbox %s", sb.ID)
 
 	if b.o.Execs > 0 {
@@ -147,6 +144,22 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 	if b.o.PTYEchoes > 0 {
 		add(b.benchPTY(ctx, sb))
 	}
+}
+
+// createOne creates a sandbox for benchmarks of its own, living at most an
+// hour; the caller destroys it.
+func (b *bencher) createOne(ctx context.Context, info apitype.Info) (apitype.SandboxInfo, error) {
+	sbs, err := b.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: ttlWithin(info, time.Hour)})
+	if err == nil && len(sbs) == 1 {
+		return sbs[0], nil
+	}
+	for _, sb := range sbs {
+		b.destroy(ctx, sb.ID)
+	}
+	if err == nil {
+		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
+	}
+	return apitype.SandboxInfo{}, err
 }
 
 // ttlWithin returns want, in seconds, or the daemon's maximum if lower,

@@ -4,14 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
-	"time"
 	"unicode/utf8"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
-	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -23,8 +20,6 @@ const (
 	// defaultExecTimeout bounds a command that asks for no timeout, so
 	// that a forgotten `sleep infinity` does not hang the tool call.
 	defaultExecTimeout = 60
-	// bgDir is where background commands write their output.
-	bgDir = "/tmp/cove-bg"
 )
 
 // DataRef names the sandbox a data-plane tool acts on and its token.
@@ -55,7 +50,8 @@ type execIn struct {
 	Command string   `json:"command,omitempty" jsonschema:"a shell command line, run by /bin/sh -c; give this or args"`
 	Args    []string `json:"args,omitempty" jsonschema:"an argv list run without a shell, e.g. [\"python3\", \"-V\"]; give this or command"`
 	CommandOpts
-	Background bool `json:"background,omitempty" jsonschema:"start the command detached and return at once with its pid and log file (under /tmp/cove-bg/), for servers and long jobs"`
+	Background bool   `json:"background,omitempty" jsonschema:"start the command as a background process and return at once with its pid, for servers and long jobs; read its output with read_process_output"`
+	Tag        string `json:"tag,omitempty" jsonschema:"background only: a name for the process, usable instead of its pid"`
 }
 
 // ExecOut is the result of a command.
@@ -67,8 +63,8 @@ type ExecOut struct {
 	TimedOut   bool   `json:"timed_out,omitempty" jsonschema:"the command ran past timeout_secs and was killed"`
 	Truncated  bool   `json:"truncated,omitempty" jsonschema:"output was cut; see note"`
 	DurationMs int64  `json:"duration_ms"`
-	PID        int    `json:"pid,omitempty" jsonschema:"background only: the detached command's process id, also its process group"`
-	LogPath    string `json:"log_path,omitempty" jsonschema:"background only: the file receiving the command's stdout and stderr"`
+	PID        int    `json:"pid,omitempty" jsonschema:"background only: the process's id, also its process group"`
+	Tag        string `json:"tag,omitempty" jsonschema:"background only: the process's tag"`
 	Note       string `json:"note,omitempty" jsonschema:"what to do about cut output, a timeout, or a replaced sandbox"`
 }
 
@@ -84,14 +80,11 @@ func (s *Server) execCommand(ctx context.Context, req *sdk.CallToolRequest, in e
 	case in.Command != "":
 		shell = in.Command
 	case len(in.Args) > 0:
-		if in.Background {
-			shell = shellJoin(in.Args)
-		}
 	default:
 		return nil, ExecOut{}, errors.New("nothing to run: give command (a shell string such as \"ls -la\") or args (an argv list)")
 	}
 	if in.Background {
-		out, err := s.background(ctx, in.SandboxID, token, shell, in.CommandOpts)
+		out, err := s.startBackground(ctx, in, token)
 		return execResult(out, err)
 	}
 	ereq := execRequest(in.CommandOpts)
@@ -141,29 +134,6 @@ func execOut(id string, req apitype.ExecRequest, res apitype.ExecResponse) ExecO
 	return out
 }
 
-// background starts shell detached, in its own session so it outlives
-// the exec call and can be killed as a group, with its output going to a
-// fresh log file. cove has no process API yet; this is the shell's way.
-func (s *Server) background(ctx context.Context, id, token, shell string, c CommandOpts) (ExecOut, error) {
-	logPath := bgDir + "/" + time.Now().UTC().Format("20060102-150405") + "-" + randhex.New(4) + ".log"
-	req := execRequest(c)
-	req.Shell = fmt.Sprintf("mkdir -p %s && setsid /bin/sh -c %s >%s 2>&1 </dev/null & echo $!", bgDir, shellQuote(shell), logPath)
-	res, err := s.api.Exec(ctx, id, token, req)
-	if err != nil {
-		return ExecOut{}, s.explain(ctx, err, id)
-	}
-	pid, perr := strconv.Atoi(strings.TrimSpace(res.Stdout))
-	if res.ExitCode != 0 || perr != nil {
-		return ExecOut{}, fmt.Errorf("could not start the command in the background (exit %d): %s. Check cwd, or run it in the foreground to see why",
-			res.ExitCode, strings.TrimSpace(res.Stderr+" "+res.Stdout))
-	}
-	return ExecOut{
-		SandboxID: id, PID: pid, LogPath: logPath, DurationMs: res.DurationMs,
-		Note: fmt.Sprintf("started in the background as pid %d; its stdout and stderr go to %s. Use wait_for_text on that file to wait for a line, "+
-			"read_file to read it, and exec_command `kill -- -%d` to stop it with its children", pid, logPath, pid),
-	}, nil
-}
-
 // execResult renders a command's result as text for the model, beside
 // the structured result.
 func execResult(out ExecOut, err error) (*sdk.CallToolResult, ExecOut, error) {
@@ -171,8 +141,8 @@ func execResult(out ExecOut, err error) (*sdk.CallToolResult, ExecOut, error) {
 		return nil, ExecOut{}, err
 	}
 	var b strings.Builder
-	if out.LogPath != "" {
-		fmt.Fprintf(&b, "sandbox %s: background pid %d, log %s\n", out.SandboxID, out.PID, out.LogPath)
+	if out.PID != 0 {
+		fmt.Fprintf(&b, "sandbox %s: background process pid %d\n", out.SandboxID, out.PID)
 	} else {
 		fmt.Fprintf(&b, "sandbox %s: exit_code %d (%d ms)", out.SandboxID, out.ExitCode, out.DurationMs)
 		if out.TimedOut {
@@ -323,16 +293,4 @@ func clip(s string, max int) (string, bool) {
 		tail++
 	}
 	return s[:head] + fmt.Sprintf("\n[... %d bytes cut ...]\n", tail-head) + s[tail:], true
-}
-
-func shellQuote(s string) string {
-	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
-}
-
-func shellJoin(args []string) string {
-	q := make([]string, len(args))
-	for i, a := range args {
-		q[i] = shellQuote(a)
-	}
-	return strings.Join(q, " ")
 }

@@ -34,6 +34,7 @@ type fakeAPI struct {
 	lastCreate  apitype.CreateSandboxRequest
 	lastBranch  apitype.BranchRequest
 	lastPutUser string
+	procs       []*fakeProc // background processes, every sandbox's
 }
 
 type fakeSandbox struct {

@@ -50,6 +50,13 @@ type API interface {
 	MakeDir(ctx context.Context, id, token, path string, mode fs.FileMode) (apitype.FileInfo, error)
 	Move(ctx context.Context, id, token, from, to string, overwrite bool) (apitype.FileInfo, error)
 	Remove(ctx context.Context, id, token, path string, recursive bool) error
+
+	StartProcess(ctx context.Context, id, token string, req apitype.ExecRequest) (apitype.ProcessInfo, error)
+	Processes(ctx context.Context, id, token string, all bool) ([]apitype.ProcessInfo, error)
+	Process(ctx context.Context, id, token, ref string) (apitype.ProcessInfo, error)
+	ProcessOutput(ctx context.Context, id, token, ref string, offset, limit int64) (apitype.ProcessOutput, error)
+	WriteStdin(ctx context.Context, id, token, ref string, r io.Reader, closeAfter bool) (apitype.StdinResponse, error)
+	Signal(ctx context.Context, id, token, ref, sig string) (apitype.ProcessInfo, error)
 }
 
 // Config configures a Server.

@@ -113,7 +113,7 @@ func (s *Server) addTools() {
 
 	// Running code.
 	add(srv, tool("exec_command", "Run a command in a sandbox",
-		"Run a command in a sandbox and return its stdout, stderr and exit code. Give command (a shell string run by /bin/sh -c, pipes and redirects allowed) or args (an argv list, no shell). Runs in /work unless cwd is set. Output over 64 KiB per stream is cut, keeping the start and the end; redirect large output to a file and page through it with read_file. background=true starts the command detached (cove has no process API yet: it runs via the shell with output redirected to a log file under /tmp/cove-bg/) and returns at once with its pid and log path; follow it with wait_for_text or read_file on the log, and stop it with exec_command `kill -- -PID`.",
+		"Run a command in a sandbox and return its stdout, stderr and exit code. Give command (a shell string run by /bin/sh -c, pipes and redirects allowed) or args (an argv list, no shell). Runs in /work unless cwd is set. Output over 64 KiB per stream is cut, keeping the start and the end; redirect large output to a file and page through it with read_file. background=true starts it as a background process (a server, a long job) and returns at once with its pid (tag names it too): read its output with read_process_output, write its stdin with write_process_stdin, stop it with signal_process.",
 		hints{destructive: true}), s.execCommand)
 	add(srv, tool("eval_code", "Evaluate Python in a sandbox",
 		"Evaluate Python code in the sandbox's warm, persistent interpreter: variables, imports and functions defined by one call stay for the next. The value of a final expression is returned as result (its repr); print output comes back as stdout; an exception comes back as error with exit_code 1. Faster than exec_command for Python.",
@@ -136,13 +136,14 @@ func (s *Server) addTools() {
 		"Block until a file in a sandbox contains the given text, or timeout_secs pass (default 30). Use it to wait for a background command's log line such as 'listening on' or a marker your script writes when done. found=false means it timed out.",
 		readOnly()), s.waitForText)
 	s.addFSTools(srv)
+	s.addProcTools(srv)
 
 	// Health, network and the service.
 	add(srv, tool("ping_sandbox", "Ping a sandbox",
 		"Check that a sandbox is alive and its agent answers; reports the round-trip latency and uptime.",
 		readOnly()), s.pingSandbox)
 	add(srv, tool("expose_port", "Expose a port",
-		"Get a URL that reaches a server listening on a port inside a sandbox, such as a dev server to show the user. Start the server first, in the background and listening on 0.0.0.0 (not 127.0.0.1): exec_command background=true with e.g. `python3 -m http.server 8000 --bind 0.0.0.0`, then wait_for_text on its log. Returns url and token: send the token in the X-Cove-Preview-Token header (curl -H), or open browser_url, which carries it, in a browser. public=true needs no token. Calling it again returns the same token; the URL dies with the sandbox. A port nothing listens on answers 502.",
+		"Get a URL that reaches a server listening on a port inside a sandbox, such as a dev server to show the user. Start the server first, in the background and listening on 0.0.0.0 (not 127.0.0.1): exec_command background=true with e.g. `python3 -m http.server 8000 --bind 0.0.0.0`, then read_process_output until it says it serves. Returns url and token: send the token in the X-Cove-Preview-Token header (curl -H), or open browser_url, which carries it, in a browser. public=true needs no token. Calling it again returns the same token; the URL dies with the sandbox. A port nothing listens on answers 502.",
 		hints{idempotent: true}), s.exposePort)
 	add(srv, tool("get_usage", "Get usage and remaining quota",
 		"Show how many sandboxes are alive against the daemon's limit, how many more can be made, the per-sandbox limits, and the sandboxes this session made with their expiry.",

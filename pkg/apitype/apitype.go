@@ -190,6 +190,12 @@ type ExecRequest struct {
 	Stdin       string            `json:"stdin,omitempty"`
 	TimeoutSecs float64           `json:"timeout_secs,omitempty"`
 	User        string            `json:"user,omitempty"` // "": the sandbox's default user
+	// Background starts the command as a background process and answers
+	// at once (201) with its ProcessInfo; Tag names it (unique among running
+	// ones), OutputLimit is the bytes of output it keeps (0: the default).
+	Background  bool   `json:"background,omitempty"`
+	Tag         string `json:"tag,omitempty"`
+	OutputLimit int64  `json:"output_limit,omitempty"`
 }
 
 // ExecResponse is the result of an exec.

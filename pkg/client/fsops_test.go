@@ -11,12 +11,7 @@ import (
 
 func TestFSOpsRoutes(t *testing.T) {
 	ctx := context.Background()
-	tests := []struct {
-		name                string
-		call                func(c *Client) error
-		method, path, query string
-		body                string
-	}{
+	tests := []routeCase{
 		{"stat", func(c *Client) error { _, err := c.Stat(ctx, "s1", testToken, "a b/c"); return err },
 			"GET", "/v1/sandboxes/s1/stat", "path=a+b%2Fc", ""},
 		{"mkdir", func(c *Client) error { _, err := c.MakeDir(ctx, "s1", testToken, "a/b/c", 0); return err },
@@ -32,20 +27,7 @@ func TestFSOpsRoutes(t *testing.T) {
 		{"remove recursive", func(c *Client) error { return c.Remove(ctx, "s1", testToken, "d", true) },
 			"DELETE", "/v1/sandboxes/s1/files", "path=d&recursive=true", ""},
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c, rec := fakeDaemon(t)
-			if err := tt.call(c); err != nil {
-				t.Fatal(err)
-			}
-			if rec.method != tt.method || rec.path != tt.path || rec.rawQuery != tt.query || string(rec.body) != tt.body {
-				t.Errorf("sent %s %s?%s %s; want %s %s?%s %s", rec.method, rec.path, rec.rawQuery, rec.body, tt.method, tt.path, tt.query, tt.body)
-			}
-			if rec.token != testToken || rec.auth != "Bearer "+testKey {
-				t.Errorf("token %q auth %q", rec.token, rec.auth)
-			}
-		})
-	}
+	checkRoutes(t, tests)
 }
 
 func TestFSOpsErrors(t *testing.T) {

@@ -144,7 +144,7 @@ func (rt *Fake) bootLocked(id string) (*box, error) {
 	dir := filepath.Join(rt.dir, id)
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &box{id: id, workDir: dir, ctx: ctx, cancel: cancel, gone: make(chan struct{}),
-		agent: agent.New(agent.Config{WorkDir: dir, Hostname: func() (string, error) { return id, nil }})}
+		agent: agent.New(agent.Config{WorkDir: dir, ProcDir: dir + ".procs", Hostname: func() (string, error) { return id, nil }})}
 	rt.boxes[id] = b
 	return b, nil
 }
