@@ -110,6 +110,7 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/sandboxes/{id}/list", s.data(s.listFiles))
 	m.HandleFunc("POST /v1/sandboxes/{id}/wait", s.data(s.wait))
 	s.fsRoutes(m)
+	s.treeRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))
