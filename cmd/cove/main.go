@@ -58,7 +58,7 @@ of the sandboxes they make.`,
 	for _, c := range []*cobra.Command{
 		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newCpCmd(cfg), newFSCmd(cfg), newKillCmd(cfg),
 		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
-		newPortForwardCmd(cfg),
+		newPortForwardCmd(cfg), newWatchCmd(cfg),
 	} {
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)
