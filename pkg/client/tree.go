@@ -15,7 +15,7 @@ import (
 // PutTar extracts the tar stream read from r into the directory dir in
 // the sandbox, made if missing, streaming it as it is read. Entries are
 // owned by user ("": the sandbox's default user). An entry that would
-// land outside dir (absolute, "..", through a symlink) is ErrInvalid,
+// land outside dir (absolute, "..", through a symlink) is ErrBadRequest,
 // naming it; what came before it stays written. Only ctx bounds the call.
 func (c *Client) PutTar(ctx context.Context, id, sandboxToken, dir string, r io.Reader, user string) (apitype.TarResult, error) {
 	q := url.Values{"path": {dir}}
@@ -65,7 +65,7 @@ var ErrWatchEnded = errors.New("cove: the watched directory is gone")
 // recursive in every directory below it, to each, until ctx is done (nil),
 // each fails (its error), or the directory goes (ErrWatchEnded). The first
 // event is a ready one: changes after it are reported. A missing
-// directory is ErrNotFound, a file ErrInvalid.
+// directory is ErrNotFound, a file ErrBadRequest.
 func (c *Client) Watch(ctx context.Context, id, sandboxToken, path string, recursive bool, each func(apitype.WatchEvent) error) error {
 	q := url.Values{"path": {path}}
 	if recursive {
