@@ -51,6 +51,9 @@ type Options struct {
 	EgressMiB   int // downloaded from a test server, through cove's proxy and from the host
 	PreviewGets int // requests timed through a preview URL, the tunnel, and directly
 	DNSLookups  int // in-guest lookups timed, through cove's resolver and of /etc/hosts
+
+	TreeFiles   int // files of 4 KiB in the tree uploaded as one tar stream
+	WatchEvents int // watch events timed
 	// Net is the test network the network benchmarks use (StartNet);
 	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
 	// through its zone (one the bench started with StartNet's flags),
@@ -81,6 +84,8 @@ func Defaults() Options {
 		EgressMiB:   256,
 		PreviewGets: 200,
 		DNSLookups:  200,
+		TreeFiles:   5000,
+		WatchEvents: 50,
 		Runsc:       "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -120,7 +125,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.TreeFiles, o.WatchEvents) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -161,6 +166,8 @@ func (o *Options) groups() map[string][]*int {
 		"egress":   {&o.EgressMiB},
 		"preview":  {&o.PreviewGets}, // and tunnel_request
 		"dns":      {&o.DNSLookups},
+		"tree":     {&o.TreeFiles},
+		"watch":    {&o.WatchEvents},
 	}
 }
 
