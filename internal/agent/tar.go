@@ -35,11 +35,11 @@ func (a *Agent) TarPut(ctx context.Context, req agentproto.TarPutRequest, r io.R
 		return agentproto.TarResult{}, fsError(err)
 	}
 	defer root.Close()
-	var own func(*os.Root, string) error
+	var owner *fsutil.Owner
 	if acct != nil {
-		own = func(root *os.Root, name string) error { return root.Lchown(name, int(acct.uid), int(acct.gid)) }
+		owner = &fsutil.Owner{UID: int(acct.uid), GID: int(acct.gid)}
 	}
-	st, err := fsutil.ExtractTar(ctx, root, r, own)
+	st, err := fsutil.ExtractTar(ctx, root, r, owner)
 	res := agentproto.TarResult(st)
 	if err != nil {
 		// Read the rest, as the protocol asks.

@@ -26,6 +26,9 @@ type TarEntryError struct {
 
 func (e *TarEntryError) Error() string { return fmt.Sprintf("tar entry %q %s", e.Entry, e.Reason) }
 
+// Owner is who owns the entries ExtractTar makes.
+type Owner struct{ UID, GID int }
+
 // TarStats counts what ExtractTar wrote. Skipped are the device nodes,
 // FIFOs and sockets it does not make.
 type TarStats struct {
@@ -42,11 +45,11 @@ type TarStats struct {
 // entries that would, and absolute names, are refused by name
 // (*TarEntryError). A symlink or file already at an entry's name is
 // replaced, never written through. Device nodes, FIFOs and sockets are
-// skipped and counted; modes and modification times are kept; own, if
-// set, gives each new entry its owner. What came before a refused entry
-// stays written.
-func ExtractTar(ctx context.Context, root *os.Root, r io.Reader, own func(root *os.Root, name string) error) (TarStats, error) {
-	x := &extractor{root: root, own: own}
+// skipped and counted; modes and modification times are kept; owner, if
+// set, owns every new entry. What came before a refused entry stays
+// written.
+func ExtractTar(ctx context.Context, root *os.Root, r io.Reader, owner *Owner) (TarStats, error) {
+	x := &extractor{root: root, owner: owner}
 	err := x.run(tar.NewReader(ctxReader{ctx, r}))
 	return x.res, err
 }
@@ -67,7 +70,10 @@ func (r ctxReader) Read(p []byte) (int, error) {
 // extractor extracts one tar stream under root.
 type extractor struct {
 	root *os.Root
-	own  func(root *os.Root, name string) error
+	owner *Owner
+	// lastDir is the directory the last entry was in, known to be one:
+	// tar streams list a directory's files together.
+	lastDir string
 	res  TarStats
 	// dirs are the directories' modes and times, set once their content is
 	// written (writing into a directory changes its time).
@@ -180,11 +186,12 @@ func (x *extractor) entry(hdr *tar.Header, name string, r io.Reader) error {
 // mkdirs makes the missing directories up to name, owned by the call's
 // user, for the tar entry entry.
 func (x *extractor) mkdirs(entry, name string) error {
-	if name == "." {
+	if name == "." || name == x.lastDir {
 		return nil
 	}
 	fi, err := x.root.Lstat(name)
 	if err == nil && fi.IsDir() {
+		x.lastDir = name
 		return nil
 	}
 	if err := x.mkdirs(entry, path.Dir(name)); err != nil {
@@ -224,17 +231,21 @@ func (x *extractor) mkdir(name string, mode fs.FileMode, mtime time.Time) error 
 // file writes a regular file, replacing what is there; a symlink there is
 // replaced, never written through.
 func (x *extractor) file(name string, mode fs.FileMode, mtime time.Time, r io.Reader) error {
-	if err := x.clear(name); err != nil {
-		return err
-	}
+	// O_EXCL never follows a symlink: what is there is cleared first.
 	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	if errors.Is(err, fs.ErrExist) {
+		if err := x.clear(name); err != nil {
+			return err
+		}
+		f, err = x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	}
 	if err != nil {
 		return x.fail(name, err)
 	}
 	n, err := io.Copy(f, r)
 	x.res.Bytes += n
-	if err == nil {
-		err = x.chown(name)
+	if err == nil && x.owner != nil {
+		err = f.Chown(x.owner.UID, x.owner.GID)
 	}
 	if err == nil {
 		err = f.Chmod(mode) // after the chown, which clears set-id bits
@@ -261,10 +272,10 @@ func (x *extractor) clear(name string) error {
 }
 
 func (x *extractor) chown(name string) error {
-	if x.own == nil {
+	if x.owner == nil {
 		return nil
 	}
-	return x.own(x.root, name)
+	return x.root.Lchown(name, x.owner.UID, x.owner.GID)
 }
 
 // fail describes err, met at entry name. os.Root's refusal of a name that
