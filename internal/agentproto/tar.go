@@ -2,7 +2,6 @@ package agentproto
 
 import (
 	"context"
-	"fmt"
 	"io"
 
 	"github.com/hashicorp/yamux"
@@ -76,14 +75,8 @@ func serveTar(h TarHandler) StreamServer {
 }
 
 func serveTarGet(ctx context.Context, st *yamux.Stream, h TarHandler, req TarGetRequest) {
-	ctx, cancel := context.WithCancel(ctx)
+	ctx, cancel := cancelOnHostClose(ctx, st)
 	defer cancel()
-	// The host closes the stream to stop a download.
-	go func() {
-		discard := func([]byte) error { return nil }
-		ReadHostFrames(st, discard, discard)
-		cancel()
-	}()
 	write, err := h.TarGet(ctx, req)
 	if err != nil {
 		writeResponse(st, nil, err)
@@ -100,29 +93,24 @@ func serveTarGet(ctx context.Context, st *yamux.Stream, h TarHandler, req TarGet
 	dw.Close()
 }
 
+// cancelOnHostClose returns a context canceled when the host closes st or
+// sends its End frame, as it does to stop a one-way stream.
+func cancelOnHostClose(ctx context.Context, st io.Reader) (context.Context, context.CancelFunc) {
+	ctx, cancel := context.WithCancel(ctx)
+	go func() {
+		discard := func([]byte) error { return nil }
+		ReadHostFrames(st, discard, discard)
+		cancel()
+	}()
+	return ctx, cancel
+}
+
 // TarPut sends the tar stream read from r to be extracted into a
 // directory.
 func (c *Client) TarPut(ctx context.Context, req TarPutRequest, r io.Reader) (TarResult, error) {
 	var res TarResult
-	cl, err := c.open(ctx, OpTarPut, req, func(st *yamux.Stream) error {
-		dw := NewDataWriter(st)
-		if _, err := io.Copy(dw, r); err != nil {
-			st.Close() // cut short: the agent answers instead of waiting
-			return err
-		}
-		return dw.Close()
-	})
-	if err != nil {
-		return res, err
-	}
-	defer cl.close()
-	if err := c.answer(ctx, cl, OpTarPut, &res); err != nil {
-		return res, err
-	}
-	if err := cl.wait(); err != nil {
-		return res, c.ctxErr(ctx, fmt.Errorf("agentproto: send tar stream: %w", err))
-	}
-	return res, nil
+	err := c.sendContent(ctx, OpTarPut, req, r, &res)
+	return res, err
 }
 
 // TarGet opens a directory's tree as a tar stream. The caller must close

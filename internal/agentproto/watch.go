@@ -64,13 +64,8 @@ func serveWatch(h WatchHandler) StreamServer {
 			writeResponse(st, nil, err)
 			return true
 		}
-		ctx, cancel := context.WithCancel(ctx)
+		ctx, cancel := cancelOnHostClose(ctx, st)
 		defer cancel()
-		go func() {
-			discard := func([]byte) error { return nil }
-			ReadHostFrames(st, discard, discard)
-			cancel()
-		}()
 		answered := false
 		ready := func() error {
 			answered = true

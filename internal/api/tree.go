@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"time"
 
@@ -50,17 +51,27 @@ func (s *Server) getTar(w http.ResponseWriter, r *http.Request, sb *sandbox.Sand
 	}
 }
 
+// boolParam is the query parameter name as a bool: false if absent.
+func boolParam(q url.Values, name string) (bool, error) {
+	v := q.Get(name)
+	if v == "" {
+		return false, nil
+	}
+	b, err := strconv.ParseBool(v)
+	if err != nil {
+		return false, fmt.Errorf("%w: %s=%.40q: want true or false", sandbox.ErrInvalid, name, v)
+	}
+	return b, nil
+}
+
 // watch streams a directory's changes as NDJSON, or SSE, until the client
 // goes or the directory does.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
 	q := r.URL.Query()
-	recursive := false
-	if v := q.Get("recursive"); v != "" {
-		var err error
-		if recursive, err = strconv.ParseBool(v); err != nil {
-			s.fail(w, r, fmt.Errorf("%w: recursive=%.40q: want true or false", sandbox.ErrInvalid, v))
-			return
-		}
+	recursive, err := boolParam(q, "recursive")
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	wt, err := sb.Watch(r.Context(), sandbox.WatchRequest{Path: q.Get("path"), Recursive: recursive})
 	if err != nil {

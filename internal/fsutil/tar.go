@@ -50,31 +50,31 @@ type TarStats struct {
 // written.
 func ExtractTar(ctx context.Context, root *os.Root, r io.Reader, owner *Owner) (TarStats, error) {
 	x := &extractor{root: root, owner: owner}
-	err := x.run(tar.NewReader(ctxReader{ctx, r}))
+	err := x.run(tar.NewReader(ContextReader{ctx, r}))
 	return x.res, err
 }
 
-// ctxReader stops a copy once ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
+// ContextReader is R that stops a copy once Ctx is done.
+type ContextReader struct {
+	Ctx context.Context
+	R   io.Reader
 }
 
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
+func (r ContextReader) Read(p []byte) (int, error) {
+	if err := r.Ctx.Err(); err != nil {
 		return 0, err
 	}
-	return r.r.Read(p)
+	return r.R.Read(p)
 }
 
 // extractor extracts one tar stream under root.
 type extractor struct {
-	root *os.Root
+	root  *os.Root
 	owner *Owner
 	// lastDir is the directory the last entry was in, known to be one:
 	// tar streams list a directory's files together.
 	lastDir string
-	res  TarStats
+	res     TarStats
 	// dirs are the directories' modes and times, set once their content is
 	// written (writing into a directory changes its time).
 	dirs []dirMeta
