@@ -156,28 +156,7 @@ symlinks, modes and times are kept, and no entry lands outside DST.`,
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
-			verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
-			if res.Direction == "download" {
-				verb, from, to = "downloaded", to, from
-			}
-			if from == "-" {
-				from = "stdin"
-			}
-			if to == "-" {
-				to = "stdout"
-			}
-			size := fmt.Sprintf("%d bytes", res.Bytes)
-			if res.Bytes >= 1024 {
-				size = fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(res.Bytes)), res.Bytes)
-			}
-			if recursive {
-				size = fmt.Sprintf("%d files, %d directories, %s", res.Files, res.Dirs, size)
-				if res.Skipped > 0 {
-					size += fmt.Sprintf(" (%d device nodes, FIFOs or sockets skipped)", res.Skipped)
-				}
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
-				verb, size, from, to, res.Seconds, res.MBPerSec)
+			printCpSummary(cmd.ErrOrStderr(), res, recursive)
 			return nil
 		},
 	}
@@ -185,6 +164,32 @@ symlinks, modes and times are kept, and no entry lands outside DST.`,
 	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
 	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy a directory's content into a directory, as a tar stream")
 	return cmd
+}
+
+// printCpSummary says what a copy moved, how fast.
+func printCpSummary(w io.Writer, res cpResult, recursive bool) {
+	verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
+	if res.Direction == "download" {
+		verb, from, to = "downloaded", to, from
+	}
+	if from == "-" {
+		from = "stdin"
+	}
+	if to == "-" {
+		to = "stdout"
+	}
+	size := fmt.Sprintf("%d bytes", res.Bytes)
+	if res.Bytes >= 1024 {
+		size = fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(res.Bytes)), res.Bytes)
+	}
+	if recursive {
+		size = fmt.Sprintf("%d files, %d directories, %s", res.Files, res.Dirs, size)
+		if res.Skipped > 0 {
+			size += fmt.Sprintf(" (%d device nodes, FIFOs or sockets skipped)", res.Skipped)
+		}
+	}
+	fmt.Fprintf(w, "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
+		verb, size, from, to, res.Seconds, res.MBPerSec)
 }
 
 // upload copies a.local (stdin if "-") into the sandbox, drawing progress

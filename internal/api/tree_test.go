@@ -76,6 +76,18 @@ func TestTreeRoutes(t *testing.T) {
 		t.Errorf("Watch = %v, events %v", err, got)
 	}
 
+}
+
+// TestTreeRoutesRefused checks the statuses of the tree routes' refusals.
+func TestTreeRoutesRefused(t *testing.T) {
+	s := newServer(t)
+	sb := s.create(t)
+	cl := client.New(s.url, testKey)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := cl.PutFile(ctx, sb.ID, sb.Token, "tree/d/f", 0o644, strings.NewReader("x"), 1); err != nil {
+		t.Fatal(err)
+	}
 	escaping := func() io.Reader {
 		var b bytes.Buffer
 		tw := tar.NewWriter(&b)
