@@ -264,8 +264,13 @@ func TestGiBFileRoundTrip(t *testing.T) {
 	if info.Size != size || info.SHA256 != want {
 		t.Errorf("PutFile answered %+v, want size %d and sha256 %s", info, size, want)
 	}
-	if out := execOK(t, d, sb, "sha256sum /work/gib.bin | cut -d' ' -f1"); strings.TrimSpace(out) != want {
-		t.Errorf("sha256 in the sandbox %q, want %s", out, want)
+	// Hashing a GiB takes minutes in a TCG guest: longer than execOK waits.
+	r, err := d.c.Exec(ctx, sb.id, sb.token, apitype.ExecRequest{Shell: "sha256sum /work/gib.bin | cut -d' ' -f1", TimeoutSecs: 1200})
+	if err != nil || r.ExitCode != 0 {
+		t.Fatalf("sha256sum in the sandbox: %v, exit %d, %s", err, r.ExitCode, r.Stderr)
+	}
+	if strings.TrimSpace(r.Stdout) != want {
+		t.Errorf("sha256 in the sandbox %q, want %s", r.Stdout, want)
 	}
 	rc, _, err := d.c.GetFile(ctx, sb.id, sb.token, "/work/gib.bin")
 	if err != nil {
