@@ -286,3 +286,27 @@ func TestGiBFileRoundTrip(t *testing.T) {
 		t.Errorf("downloaded sha256 %s, want %s", got, want)
 	}
 }
+
+// TestTarAsUser: a tar upload as user makes every entry, and the target
+// directory it makes, user's; an account the sandbox lacks is a 400.
+func TestTarAsUser(t *testing.T) {
+	d := suite.shared
+	sb := newSandbox(t)
+	ctx := context.Background()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	tw.WriteHeader(&tar.Header{Name: "d/f", Typeflag: tar.TypeReg, Mode: 0o644, Size: 1, Uid: 0})
+	tw.Write([]byte("x"))
+	tw.WriteHeader(&tar.Header{Name: "l", Typeflag: tar.TypeSymlink, Linkname: "d/f"})
+	tw.Close()
+	stream := buf.Bytes()
+	if _, err := d.c.PutTar(ctx, sb.id, sb.token, "/work/mine/t", bytes.NewReader(stream), "user"); err != nil {
+		t.Fatal(err)
+	}
+	if out := execOK(t, d, sb, "stat -c %u /work/mine /work/mine/t /work/mine/t/d /work/mine/t/d/f && stat -c %u -L /work/mine/t/l && stat -c %u /work/mine/t/l"); out != "1000\n1000\n1000\n1000\n1000\n1000\n" {
+		t.Errorf("owners %q, want 1000 throughout", out)
+	}
+	if _, err := d.c.PutTar(ctx, sb.id, sb.token, "/work/x", bytes.NewReader(stream), "nobody-here"); !errors.Is(err, client.ErrBadRequest) {
+		t.Errorf("tar as nobody-here: %v, want a 400", err)
+	}
+}
