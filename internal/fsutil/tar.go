@@ -141,7 +141,7 @@ func (x *extractor) entry(hdr *tar.Header, name string, r io.Reader) error {
 		x.res.Skipped++
 		return nil
 	}
-	mode := tarMode(hdr.Mode)
+	mode := hdr.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
 	if name == "." {
 		if hdr.Typeflag != tar.TypeDir {
 			return &TarEntryError{Entry: hdr.Name, Reason: "names the directory itself but is not a directory"}
@@ -374,20 +374,4 @@ type zeroReader struct{}
 func (zeroReader) Read(p []byte) (int, error) {
 	clear(p)
 	return len(p), nil
-}
-
-// tarMode turns a tar header's mode into an fs.FileMode's permission and
-// set-id bits.
-func tarMode(m int64) fs.FileMode {
-	mode := fs.FileMode(m & 0o777)
-	if m&0o4000 != 0 {
-		mode |= fs.ModeSetuid
-	}
-	if m&0o2000 != 0 {
-		mode |= fs.ModeSetgid
-	}
-	if m&0o1000 != 0 {
-		mode |= fs.ModeSticky
-	}
-	return mode
 }
