@@ -43,7 +43,7 @@ func parseCp(src, dst string) (cpArgs, error) {
 		return cpArgs{}, errors.New("one of SRC and DST must be ID:PATH (write a local path that has a colon as ./NAME)")
 	case sremote:
 		if spath == "" || strings.HasSuffix(spath, "/") {
-			return cpArgs{}, fmt.Errorf("%s names a directory; cove cp copies a single file", src)
+			return cpArgs{}, fmt.Errorf("%s names a directory: copy it with cove cp -r", src)
 		}
 		local := dst
 		if local != "-" && isDirPath(local) {
@@ -93,26 +93,42 @@ type cpResult struct {
 	Bytes     int64   `json:"bytes"`
 	Seconds   float64 `json:"seconds"`
 	MBPerSec  float64 `json:"mb_per_sec"`
+	// Of a directory (-r): the files and directories written, and the
+	// entries skipped (device nodes, FIFOs, sockets).
+	Files   int64 `json:"files,omitempty"`
+	Dirs    int64 `json:"dirs,omitempty"`
+	Skipped int64 `json:"skipped,omitempty"`
 }
 
 func newCpCmd(cfg *clientConfig) *cobra.Command {
 	var (
 		sandboxToken string
 		asJSON       bool
+		recursive    bool
 	)
 	cmd := &cobra.Command{
 		Use:   "cp [flags] SRC DST",
-		Short: "Copy a file into or out of a sandbox",
+		Short: "Copy a file or a directory into or out of a sandbox",
 		Long: `Copy one file between here and a sandbox. One of SRC and DST is ID:PATH,
 a path in sandbox ID (relative to /work); the other is a local path, or -
-for standard input or output. A DST that is a directory keeps the name.`,
+for standard input or output. A DST that is a directory keeps the name.
+
+With -r, SRC is a directory whose content is copied into the directory DST,
+made if missing, as a tar stream made and extracted on the fly: symlinks stay
+symlinks, modes and times are kept, and no entry lands outside DST.`,
 		Example: `  cove cp ./data.csv $ID:/work/
   cove cp $ID:/work/out.json .
-  tar c src | cove cp - $ID:src.tar`,
+  tar c src | cove cp - $ID:src.tar
+  cove cp -r ./repo $ID:repo
+  cove cp -r $ID:repo ./repo-back`,
 		Args:              nArgs(2, 2, "need SRC and DST, one of them ID:PATH"),
 		ValidArgsFunction: cfg.completeCp,
 		RunE: func(cmd *cobra.Command, args []string) error {
-			a, err := parseCp(args[0], args[1])
+			parse := parseCp
+			if recursive {
+				parse = parseCpDir
+			}
+			a, err := parse(args[0], args[1])
 			if err != nil {
 				return usageError{err}
 			}
@@ -124,9 +140,14 @@ for standard input or output. A DST that is a directory keeps the name.`,
 				return err
 			}
 			var res cpResult
-			if a.upload {
+			switch {
+			case recursive && a.upload:
+				res, err = uploadDir(cmd.Context(), cl, tok, a, cmd.ErrOrStderr())
+			case recursive:
+				res, err = downloadDir(cmd.Context(), cl, tok, a, cmd.ErrOrStderr())
+			case a.upload:
 				res, err = upload(cmd.Context(), cl, tok, a, cmd.InOrStdin(), cmd.ErrOrStderr())
-			} else {
+			default:
 				res, err = download(cmd.Context(), cl, tok, a, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			}
 			if err != nil {
@@ -135,28 +156,40 @@ for standard input or output. A DST that is a directory keeps the name.`,
 			if asJSON {
 				return printJSON(cmd.OutOrStdout(), res)
 			}
-			verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
-			if res.Direction == "download" {
-				verb, from, to = "downloaded", to, from
-			}
-			if from == "-" {
-				from = "stdin"
-			}
-			if to == "-" {
-				to = "stdout"
-			}
-			size := fmt.Sprintf("%d bytes", res.Bytes)
-			if res.Bytes >= 1024 {
-				size = fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(res.Bytes)), res.Bytes)
-			}
-			fmt.Fprintf(cmd.ErrOrStderr(), "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
-				verb, size, from, to, res.Seconds, res.MBPerSec)
+			printCpSummary(cmd.ErrOrStderr(), res, recursive)
 			return nil
 		},
 	}
 	addSandboxTokenFlag(cmd.Flags(), &sandboxToken)
 	addOutputFlags(cmd.Flags(), &asJSON, nil, "")
+	cmd.Flags().BoolVarP(&recursive, "recursive", "r", false, "copy a directory's content into a directory, as a tar stream")
 	return cmd
+}
+
+// printCpSummary says what a copy moved, how fast.
+func printCpSummary(w io.Writer, res cpResult, recursive bool) {
+	verb, from, to := "uploaded", res.Local, res.Sandbox+":"+res.Path
+	if res.Direction == "download" {
+		verb, from, to = "downloaded", to, from
+	}
+	if from == "-" {
+		from = "stdin"
+	}
+	if to == "-" {
+		to = "stdout"
+	}
+	size := fmt.Sprintf("%d bytes", res.Bytes)
+	if res.Bytes >= 1024 {
+		size = fmt.Sprintf("%s (%d bytes)", humanize.IBytes(uint64(res.Bytes)), res.Bytes)
+	}
+	if recursive {
+		size = fmt.Sprintf("%d files, %d directories, %s", res.Files, res.Dirs, size)
+		if res.Skipped > 0 {
+			size += fmt.Sprintf(" (%d device nodes, FIFOs or sockets skipped)", res.Skipped)
+		}
+	}
+	fmt.Fprintf(w, "%s %s from %s to %s in %.2fs, %.1f MB/s\n",
+		verb, size, from, to, res.Seconds, res.MBPerSec)
 }
 
 // upload copies a.local (stdin if "-") into the sandbox, drawing progress
@@ -188,7 +221,7 @@ func upload(ctx context.Context, cl *client.Client, tok string, a cpArgs, stdin 
 			return cpResult{}, err
 		}
 		if fi.IsDir() {
-			return cpResult{}, fmt.Errorf("%s is a directory; cove cp copies a single file (tar it first)", a.local)
+			return cpResult{}, fmt.Errorf("%s is a directory: copy it with cove cp -r", a.local)
 		}
 		if fi.Mode().IsRegular() {
 			size = fi.Size()

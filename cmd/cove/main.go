@@ -58,7 +58,7 @@ of the sandboxes they make.`,
 	for _, c := range []*cobra.Command{
 		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newShellCmd(cfg), newCpCmd(cfg), newFSCmd(cfg), newKillCmd(cfg),
 		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
-		newPortForwardCmd(cfg), newPsCmd(cfg), newLogsCmd(cfg), newKillProcCmd(cfg), newStdinCmd(cfg),
+		newPortForwardCmd(cfg), newPsCmd(cfg), newLogsCmd(cfg), newKillProcCmd(cfg), newStdinCmd(cfg), newWatchCmd(cfg),
 	} {
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/fsutil"
 )
 
 // Put writes a file atomically: the content goes to a temporary file in
@@ -49,7 +50,7 @@ func (a *Agent) Put(ctx context.Context, req agentproto.PutRequest, r io.Reader)
 		}
 	}()
 	sum := sha256.New()
-	if _, err := io.Copy(io.MultiWriter(f, sum), ctxReader{ctx, r}); err != nil {
+	if _, err := io.Copy(io.MultiWriter(f, sum), fsutil.ContextReader{Ctx: ctx, R: r}); err != nil {
 		return info, fsError(fmt.Errorf("write %s: %w", p, err))
 	}
 	if err := acct.chown(tmp); err != nil {
@@ -85,19 +86,6 @@ func syncDir(dir string) {
 		d.Sync()
 		d.Close()
 	}
-}
-
-// ctxReader stops a copy once ctx is done.
-type ctxReader struct {
-	ctx context.Context
-	r   io.Reader
-}
-
-func (r ctxReader) Read(p []byte) (int, error) {
-	if err := r.ctx.Err(); err != nil {
-		return 0, err
-	}
-	return r.r.Read(p)
 }
 
 // Get opens a regular file for reading, following symlinks.

@@ -199,9 +199,16 @@ func (c *Client) Restored(ctx context.Context, req RestoredRequest) error {
 // Put writes the content read from r to a file, atomically.
 func (c *Client) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo, error) {
 	var info FileInfo
+	err := c.sendContent(ctx, OpPut, req, r, &info)
+	return info, err
+}
+
+// sendContent is a call whose content, read from r, follows its header
+// as Data frames, with a JSON answer into out.
+func (c *Client) sendContent(ctx context.Context, op string, req any, r io.Reader, out any) error {
 	// The agent may refuse before reading any content (a bad path, say); it
 	// then answers at once, which ends the send.
-	cl, err := c.open(ctx, OpPut, req, func(st *yamux.Stream) error {
+	cl, err := c.open(ctx, op, req, func(st *yamux.Stream) error {
 		dw := NewDataWriter(st)
 		if _, err := io.Copy(dw, r); err != nil {
 			// Closing without the End frame tells the agent the content is
@@ -212,16 +219,16 @@ func (c *Client) Put(ctx context.Context, req PutRequest, r io.Reader) (FileInfo
 		return dw.Close()
 	})
 	if err != nil {
-		return info, err
+		return err
 	}
 	defer cl.close()
-	if err := c.answer(ctx, cl, OpPut, &info); err != nil {
-		return info, err
+	if err := c.answer(ctx, cl, op, out); err != nil {
+		return err
 	}
 	if err := cl.wait(); err != nil {
-		return info, c.ctxErr(ctx, fmt.Errorf("agentproto: send content: %w", err))
+		return c.ctxErr(ctx, fmt.Errorf("agentproto: send content: %w", err))
 	}
-	return info, nil
+	return nil
 }
 
 // Get opens a file for reading. The caller must close the returned reader.

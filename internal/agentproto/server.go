@@ -27,6 +27,8 @@ type Handler interface {
 	FSHandler
 	PTYHandler
 	ProcHandler
+	TarHandler
+	WatchHandler
 }
 
 // Serve accepts connections from l and serves each with h until ctx is done
@@ -176,7 +178,7 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 // streamServers are the servers of the streaming ops, each concern's in
 // its own file.
 func streamServers(h Handler) []StreamServer {
-	return []StreamServer{ptyServer(h), procServer(h)}
+	return []StreamServer{ptyServer(h), procServer(h), serveTar(h), serveWatch(h)}
 }
 
 func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {

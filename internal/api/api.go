@@ -112,6 +112,7 @@ func (s *Server) routes() {
 	s.fsRoutes(m)
 	s.ptyRoutes(m)
 	s.procRoutes(m)
+	s.treeRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))

@@ -3,7 +3,6 @@ package api
 import (
 	"fmt"
 	"net/http"
-	"strconv"
 
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -61,13 +60,10 @@ func (s *Server) move(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 
 func (s *Server) removeFile(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
 	q := r.URL.Query()
-	recursive := false
-	if v := q.Get("recursive"); v != "" {
-		var err error
-		if recursive, err = strconv.ParseBool(v); err != nil {
-			s.fail(w, r, fmt.Errorf("%w: recursive=%.40q: want true or false", sandbox.ErrInvalid, v))
-			return
-		}
+	recursive, err := boolParam(q, "recursive")
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
 	if err := sb.Remove(r.Context(), sandbox.RemoveRequest{Path: q.Get("path"), Recursive: recursive}); err != nil {
 		s.fail(w, r, err)

@@ -55,6 +55,9 @@ type Options struct {
 	// ProcFirstBytes is how many background processes' first output byte
 	// is timed.
 	ProcFirstBytes int
+
+	TreeFiles   int // files of 4 KiB in the tree uploaded as one tar stream
+	WatchEvents int // watch events timed
 	// Net is the test network the network benchmarks use (StartNet);
 	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
 	// through its zone (one the bench started with StartNet's flags),
@@ -86,6 +89,8 @@ func Defaults() Options {
 		PreviewGets:    200,
 		DNSLookups:     200,
 		ProcFirstBytes: 100,
+		TreeFiles:      5000,
+		WatchEvents:    50,
 		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -126,7 +131,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -169,6 +174,8 @@ func (o *Options) groups() map[string][]*int {
 		"preview":  {&o.PreviewGets}, // and tunnel_request
 		"dns":      {&o.DNSLookups},
 		"procs":    {&o.ProcFirstBytes},
+		"tree":     {&o.TreeFiles},
+		"watch":    {&o.WatchEvents},
 	}
 }
 

@@ -84,6 +84,9 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.ProcFirstBytes > 0 {
 		add(b.benchProcFirstByte(ctx, info))
 	}
+	if b.o.TreeFiles > 0 || b.o.WatchEvents > 0 {
+		b.runTree(ctx, info, add)
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {
