@@ -25,6 +25,7 @@ type Handler interface {
 	Warm(ctx context.Context) error
 	Restored(ctx context.Context, req RestoredRequest) error
 	FSHandler
+	ExecStreamHandler
 }
 
 // Serve accepts connections from l and serves each with h until ctx is done
@@ -174,7 +175,7 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 // streamServers are the servers of the streaming ops, each concern's in
 // its own file.
 func streamServers(h Handler) []StreamServer {
-	return []StreamServer{}
+	return []StreamServer{serveExecStream(h)}
 }
 
 func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {
