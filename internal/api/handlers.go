@@ -202,6 +202,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 	if req.Stdin != "" {
 		ereq.Stdin = []byte(req.Stdin)
 	}
+	if wantsStream(r) {
+		s.execStream(w, r, sb, ereq)
+		return
+	}
 	res, err := sb.Exec(r.Context(), ereq)
 	if err != nil {
 		s.fail(w, r, err)
