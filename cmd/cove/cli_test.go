@@ -89,7 +89,14 @@ func (f *cliFakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(req.Args) == 2 && req.Args[0] == "exit" {
 			res.ExitCode, _ = strconv.Atoi(req.Args[1])
 		}
-		json.NewEncoder(w).Encode(res)
+		if r.Header.Get("Accept") != apitype.ContentTypeNDJSON {
+			json.NewEncoder(w).Encode(res)
+			return
+		}
+		w.Header().Set("Content-Type", apitype.ContentTypeNDJSON)
+		enc := json.NewEncoder(w)
+		enc.Encode(apitype.OutputEvent{Stream: "stdout", Data: res.Stdout})
+		enc.Encode(apitype.OutputEvent{Exit: &apitype.ExitStatus{ExitCode: res.ExitCode}})
 	case strings.HasSuffix(r.URL.Path, "/files") && r.Method == "PUT":
 		p := r.URL.Query().Get("path")
 		b, _ := io.ReadAll(r.Body)

@@ -67,15 +67,20 @@ command's, as is all after "--".`,
 				return err
 			}
 			ctx := cmd.Context()
+			if !asJSON {
+				// Output is printed as the command produces it.
+				st, err := cl.ExecStream(ctx, id, tok, req, cmd.OutOrStdout(), cmd.ErrOrStderr())
+				if err != nil {
+					return explain(notFoundIn(ctx, cl, err, id), daemon)
+				}
+				return execStatus(cmd.ErrOrStderr(), st.ExitCode, st.TimedOut, timeout)
+			}
 			res, err := cl.Exec(ctx, id, tok, req)
 			if err != nil {
 				return explain(notFoundIn(ctx, cl, err, id), daemon)
 			}
-			if asJSON {
-				// The exit code is in the JSON; cove itself succeeded.
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			return printExec(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, timeout)
+			// The exit code is in the JSON; cove itself succeeded.
+			return printJSON(cmd.OutOrStdout(), res)
 		},
 	}
 	fs := cmd.Flags()
@@ -102,16 +107,9 @@ command's, as is all after "--".`,
 	return cmd
 }
 
-// printExec writes what the command printed and returns its exit status
-// as cove's.
-func printExec(stdout, stderr io.Writer, res apitype.ExecResponse, timeout time.Duration) error {
-	io.WriteString(stdout, res.Stdout)
-	io.WriteString(stderr, res.Stderr)
-	if res.Truncated {
-		fmt.Fprintln(stderr, "cove exec: output truncated by the daemon")
-	}
-	code := res.ExitCode
-	if res.TimedOut {
+// execStatus returns a command's exit status as cove's.
+func execStatus(stderr io.Writer, code int, timedOut bool, timeout time.Duration) error {
+	if timedOut {
 		fmt.Fprintf(stderr, "cove exec: command timed out after %v\n", timeout)
 		code = 124 // as timeout(1) does
 	}
