@@ -29,6 +29,7 @@ type Options struct {
 	Evals         int // evals of 1+1 in it
 	BaselineExecs int // `runsc exec` calls, the exec baseline (gVisor only)
 	FileMiB       int // size of the file uploaded and downloaded
+	StreamMiB     int // output of the streamed exec timed
 
 	Spawns       int     // spawns from a snapshot without a pool
 	PoolHandouts int     // hand-outs from a warm pool
@@ -73,7 +74,7 @@ type Options struct {
 // defaults.
 func Defaults() Options {
 	return Options{
-		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024,
+		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024, StreamMiB: 256,
 		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
 		PssSettle:   2 * time.Second,
@@ -101,6 +102,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"chain-samples", &o.ChainSamples, 0},
 		{"baseline-execs", &o.BaselineExecs, 0},
 		{"egress-mib", &o.EgressMiB, 32},
+		{"stream-mib", &o.StreamMiB, 64},
 		{"preview-gets", &o.PreviewGets, 50},
 		{"dns-lookups", &o.DNSLookups, 50},
 	} {
@@ -118,7 +120,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 
 // Validate checks the counts and the names of Only and Skip.
 func (o Options) Validate() error {
-	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB,
+	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
 		o.EgressMiB, o.PreviewGets, o.DNSLookups) < 0 {
 		return errors.New("counts and sizes must not be negative")
@@ -152,6 +154,7 @@ func (o *Options) groups() map[string][]*int {
 		"exec":     {&o.Execs},
 		"eval":     {&o.Evals},
 		"transfer": {&o.FileMiB},
+		"stream":   {&o.StreamMiB}, // exec_stream
 		"spawn":    {&o.Spawns},
 		"pool":     {&o.PoolHandouts},
 		"spawn100": {&o.SpawnN}, // and pss_per_child
