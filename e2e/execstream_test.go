@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
@@ -14,6 +15,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 // maxRSSGrowth bounds how much a 100 MiB streamed exec may grow the
@@ -343,5 +345,19 @@ func TestExecStreamCLI(t *testing.T) {
 	}
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 3 {
 		t.Errorf("cove exec exited with %v, want status 3", err)
+	}
+}
+
+// TestExecStreamSandboxDies: a sandbox that dies mid-stream ends the
+// stream with an error record, which the client reports as 410.
+func TestExecStreamSandboxDies(t *testing.T) {
+	sb := newSandbox(t)
+	var out bytes.Buffer
+	_, err := execStream(streamCtx(t), sb, apitype.ExecRequest{Shell: "echo first; sleep 0.5; " + killInit(), TimeoutSecs: 60}, &out, io.Discard)
+	if !errors.Is(err, client.ErrGone) {
+		t.Errorf("stream of a sandbox that died = %v, want 410 gone", err)
+	}
+	if out.String() != "first\n" {
+		t.Errorf("output before the death %q, want the first line", out.String())
 	}
 }
