@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 // maxStdin bounds what -i sends: stdin travels inside the JSON request.
@@ -66,21 +67,7 @@ command's, as is all after "--".`,
 			if err != nil {
 				return err
 			}
-			ctx := cmd.Context()
-			if !asJSON {
-				// Output is printed as the command produces it.
-				st, err := cl.ExecStream(ctx, id, tok, req, cmd.OutOrStdout(), cmd.ErrOrStderr())
-				if err != nil {
-					return explain(notFoundIn(ctx, cl, err, id), daemon)
-				}
-				return execStatus(cmd.ErrOrStderr(), st.ExitCode, st.TimedOut, timeout)
-			}
-			res, err := cl.Exec(ctx, id, tok, req)
-			if err != nil {
-				return explain(notFoundIn(ctx, cl, err, id), daemon)
-			}
-			// The exit code is in the JSON; cove itself succeeded.
-			return printJSON(cmd.OutOrStdout(), res)
+			return runExec(cmd, execTarget{cl, daemon, id, tok}, req, asJSON, timeout)
 		},
 	}
 	fs := cmd.Flags()
@@ -105,6 +92,33 @@ command's, as is all after "--".`,
 	})
 	addOutputFlags(fs, &asJSON, nil, "")
 	return cmd
+}
+
+// execTarget is the sandbox an exec runs in, and how to reach it.
+type execTarget struct {
+	cl              *client.Client
+	daemon, id, tok string
+}
+
+// runExec runs req and prints its output as the command produces it, or
+// with asJSON the buffered answer, and returns the command's exit status
+// as cove's.
+func runExec(cmd *cobra.Command, to execTarget, req apitype.ExecRequest, asJSON bool, timeout time.Duration) error {
+	ctx := cmd.Context()
+	fail := func(err error) error { return explain(notFoundIn(ctx, to.cl, err, to.id), to.daemon) }
+	if asJSON {
+		res, err := to.cl.Exec(ctx, to.id, to.tok, req)
+		if err != nil {
+			return fail(err)
+		}
+		// The exit code is in the JSON; cove itself succeeded.
+		return printJSON(cmd.OutOrStdout(), res)
+	}
+	st, err := to.cl.ExecStream(ctx, to.id, to.tok, req, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return fail(err)
+	}
+	return execStatus(cmd.ErrOrStderr(), st.ExitCode, st.TimedOut, timeout)
 }
 
 // execStatus returns a command's exit status as cove's.

@@ -29,16 +29,10 @@ func (e *outputError) Unwrap() error { return e.err }
 // slow out slows the command; an error from out ends the call, kills the
 // command's process group in the sandbox, and is returned as it is.
 func (sb *Sandbox) ExecStream(ctx context.Context, req ExecRequest, out func(stream string, p []byte) error) (ExecStatus, error) {
-	req.User, req.Cwd, req.Env = sb.b.runDefaults(req.User, req.Cwd, req.Env)
-	preq := req.proto()
-	if err := preq.Validate(); err != nil {
-		return ExecStatus{}, mapErr(err)
-	}
-	a, err := sb.agent(ctx)
+	a, preq, err := sb.execStart(ctx, req)
 	if err != nil {
 		return ExecStatus{}, err
 	}
-	sb.s.stats.Execs.Add(1)
 	r, err := a.ExecStream(ctx, preq, func(stream byte, p []byte) error {
 		if err := out(agentproto.StreamName(stream), p); err != nil {
 			return &outputError{err}
@@ -52,4 +46,20 @@ func (sb *Sandbox) ExecStream(ctx context.Context, req ExecRequest, out func(str
 		return ExecStatus{}, sb.fail(err)
 	}
 	return ExecStatus{ExitCode: r.ExitCode, Signal: r.Signal, TimedOut: r.TimedOut, Duration: time.Duration(r.DurationMs) * time.Millisecond}, nil
+}
+
+// execStart is what every exec does before its call: the sandbox's
+// defaults, the request checked, the agent reached, the exec counted.
+func (sb *Sandbox) execStart(ctx context.Context, req ExecRequest) (*agentproto.Client, agentproto.ExecRequest, error) {
+	req.User, req.Cwd, req.Env = sb.b.runDefaults(req.User, req.Cwd, req.Env)
+	preq := req.proto()
+	if err := preq.Validate(); err != nil {
+		return nil, preq, mapErr(err)
+	}
+	a, err := sb.agent(ctx)
+	if err != nil {
+		return nil, preq, err
+	}
+	sb.s.stats.Execs.Add(1)
+	return a, preq, nil
 }
