@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"sync"
+	"time"
 
 	"github.com/hashicorp/yamux"
 )
@@ -121,6 +122,9 @@ func serveExecStream(h ExecStreamHandler) StreamServer {
 			discard := func([]byte) error { return nil }
 			ReadHostFrames(st, discard, discard)
 			cancel()
+			// The host reads no more: a write waiting for room in the
+			// stream's window would wait for good.
+			st.SetWriteDeadline(time.Now())
 		}()
 		out := &ExecOutput{w: st}
 		status, err := h.ExecStream(ctx, req, out)

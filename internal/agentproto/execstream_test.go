@@ -6,6 +6,7 @@ import (
 	"net"
 	"strings"
 	"testing"
+	"time"
 )
 
 // ExecStream of the stub: Shell "bad" fails before the start; otherwise
@@ -105,5 +106,42 @@ func TestExecStreamHostGoesAway(t *testing.T) {
 	case <-h.canceled:
 	case <-ctx.Done():
 		t.Fatal("the agent side was never canceled")
+	}
+}
+
+// floodExec writes as fast as it can until the host's cancel.
+type floodExec struct {
+	stubHandler
+	returned chan struct{}
+}
+
+func (f floodExec) ExecStream(ctx context.Context, _ ExecRequest, out *ExecOutput) (ExecStatus, error) {
+	defer close(f.returned)
+	buf := make([]byte, 64<<10)
+	for ctx.Err() == nil {
+		out.Writer(Stdout).Write(buf)
+	}
+	return ExecStatus{}, nil
+}
+
+// A host that goes away while the agent waits for room in the stream's
+// window does not leave the agent's write waiting.
+func TestExecStreamHostGoesAwayWindowFull(t *testing.T) {
+	t.Parallel()
+	h := floodExec{returned: make(chan struct{})}
+	c := pipeClient(t, func(conn net.Conn) { ServeConn(context.Background(), conn, h) })
+	ctx := boundedCtx(t)
+	stop := errors.New("enough")
+	_, err := c.ExecStream(ctx, ExecRequest{Args: []string{"x"}}, func(byte, []byte) error {
+		time.Sleep(200 * time.Millisecond) // the agent fills the window meanwhile
+		return stop
+	})
+	if !errors.Is(err, stop) {
+		t.Fatalf("ExecStream = %v, want the callback's error", err)
+	}
+	select {
+	case <-h.returned:
+	case <-ctx.Done():
+		t.Fatal("the agent's write is still waiting for the host that left")
 	}
 }
