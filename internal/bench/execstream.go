@@ -61,7 +61,26 @@ func (b *bencher) benchExecStream(ctx context.Context, info apitype.Info) result
 	}
 	r.Baseline = &baseline{Name: "buffered exec of " + strconv.Itoa(bufferedMiB) + " MiB", P50: bl.P50, P99: bl.P99, N: bl.N}
 	b.logf("exec_stream: %.1f MB/s streamed (%d MiB), %.1f MB/s buffered (%d MiB)", r.P50, b.o.StreamMiB, bl.P50, bufferedMiB)
+	b.logSourceRate(ctx, sb, streamed)
 	return r
+}
+
+// logSourceRate logs how fast the command makes its output with nothing
+// reading it but /dev/null: the most a stream of it could carry.
+func (b *bencher) logSourceRate(ctx context.Context, sb apitype.SandboxInfo, size int64) {
+	req := outputCmd(size)
+	req.Shell += " >/dev/null"
+	t0 := time.Now()
+	res, err := b.cl.Exec(ctx, sb.ID, sb.Token, req)
+	d := time.Since(t0)
+	if err == nil && res.ExitCode != 0 {
+		err = fmt.Errorf("exit %d", res.ExitCode)
+	}
+	if err != nil {
+		b.logf("exec_stream: the command alone: %v", err)
+		return
+	}
+	b.logf("exec_stream: the command alone, to /dev/null: %.1f MB/s", float64(size)/1e6/d.Seconds())
 }
 
 // rates runs once untimed, then execStreamSamples times, each of which
