@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -59,6 +60,13 @@ func TestExecStream(t *testing.T) {
 	resp, _ = s.doString(t, "POST", path, `{"shell":"true"}`, hdr{"Accept": apitype.ContentTypeNDJSON})
 	if resp.StatusCode != http.StatusUnauthorized && resp.StatusCode != http.StatusForbidden {
 		t.Errorf("no token: status %d", resp.StatusCode)
+	}
+
+	// Server-sent events carry the same records.
+	resp, body = s.doString(t, "POST", path, `{"shell":"echo hi"}`, hdr{apitype.SandboxTokenHeader: info.Token, "Accept": apitype.ContentTypeSSE})
+	if ct := resp.Header.Get("Content-Type"); ct != apitype.ContentTypeSSE ||
+		!strings.HasPrefix(string(body), `data: {"stream":"stdout","data":"hi\n"}`+"\n\n") || !strings.Contains(string(body), `data: {"exit":{"exit_code":0`) {
+		t.Errorf("SSE: %s %q", ct, body)
 	}
 
 	// Without the Accept header the answer is the buffered JSON as before.
