@@ -17,6 +17,7 @@ func newBranchCmd(cfg *clientConfig) *cobra.Command {
 		sandboxToken string
 		asJSON, ids  bool
 		pf           policyFlags
+		meta         metaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "branch [flags] ID",
@@ -40,6 +41,7 @@ policy flags give another.`,
 			id := args[0]
 			req.TTLSecs = int64(ttl / time.Second)
 			req.Network = pf.policy()
+			req.Labels, req.Env, req.User, req.Cwd = meta.values()
 			cl, daemon, tok, err := cfg.sandboxClient(sandboxToken, id)
 			if err != nil {
 				return err
@@ -65,6 +67,7 @@ policy flags give another.`,
 	fs.StringVar(&req.Tag, "tag", "", "the new snapshot's tag (default: generated)")
 	fs.DurationVar(&ttl, "ttl", 0, "the children's lifetime, e.g. 15m (default: the daemon's)")
 	addSandboxTokenFlag(fs, &sandboxToken)
+	meta.add(fs, "the sandbox's")
 	addOutputFlags(fs, &asJSON, &ids, "print only the children's ids, one a line")
 	addPolicyFlags(cmd, cfg, &pf, "the children's egress (default: the sandbox's)")
 	return cmd

@@ -16,7 +16,7 @@ func newCreateCmd(cfg *clientConfig) *cobra.Command {
 		sandboxToken string
 		asJSON, ids  bool
 		pf           policyFlags
-		labels       = map[string]string{}
+		meta         metaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "create [flags]",
@@ -28,6 +28,7 @@ it (a snapshot's children take its policy); cove net changes it later.`,
 		Example: `  ID=$(cove create -q)
   cove create -n 3 --ttl 1h --cpus 2 --memory-mib 1024
   cove create --preset pypi --allow-domain example.org
+  cove create --user user --env CI=1 --cwd /home/user --label team=a
   cove create --snapshot py --json`,
 		Args:              noArgs,
 		ValidArgsFunction: completeNothing,
@@ -37,9 +38,7 @@ it (a snapshot's children take its policy); cove net changes it later.`,
 			}
 			req.TTLSecs = int64(ttl / time.Second)
 			req.Network = pf.policy()
-			if len(labels) > 0 {
-				req.Labels = labels
-			}
+			req.Labels, req.Env, req.User, req.Cwd = meta.values()
 			// Cold starts of many sandboxes take a while; allow for them on
 			// top of the usual bound rather than fail a create that is
 			// progressing.
@@ -72,8 +71,7 @@ it (a snapshot's children take its policy); cove net changes it later.`,
 	fs.StringVar(&req.Image, "image", "", "guest image (default: the daemon's)")
 	fs.StringVar(&req.SnapshotTag, "snapshot", "", "start from this snapshot tag instead of booting the image")
 	addSnapshotTokenFlag(fs, &sandboxToken)
-	addLabelFlag(fs, labels, "label the sandboxes (default: a snapshot's children take its)")
-	fs.StringVar(&req.User, "user", "", "account exec and cp run and write as by default: root or user (default: root, or a snapshot's)")
+	meta.add(fs, "a snapshot's children take its")
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
 	addPolicyFlags(cmd, cfg, &pf, "egress")
 	cmd.RegisterFlagCompletionFunc("snapshot", completeEach(cfg.snapshotTags))

@@ -15,6 +15,7 @@ func newSpawnCmd(cfg *clientConfig) *cobra.Command {
 		sandboxToken string
 		asJSON, ids  bool
 		pf           policyFlags
+		meta         metaFlags
 	)
 	cmd := &cobra.Command{
 		Use:   "spawn [flags] TAG",
@@ -26,7 +27,8 @@ network policy unless the policy flags give another.`,
 		Example: `  ID=$(cove spawn default -q)
   cove spawn py -n 10 --ttl 30m
   cove spawn py --allow-domain example.org
-  cove spawn py --prewarm`,
+  cove spawn py --prewarm
+  cove spawn py --label job=42 --user user`,
 		Args:              nArgs(1, 1, "give one snapshot TAG (`cove snapshot ls` lists them)"),
 		ValidArgsFunction: completeFirst(cfg.snapshotTags),
 		RunE: func(cmd *cobra.Command, args []string) error {
@@ -35,6 +37,7 @@ network policy unless the policy flags give another.`,
 			}
 			req.SnapshotTag, req.TTLSecs = args[0], int64(ttl/time.Second)
 			req.Network = pf.policy()
+			req.Labels, req.Env, req.User, req.Cwd = meta.values()
 			cl, daemon, err := cfg.client()
 			if err != nil {
 				return err
@@ -54,6 +57,7 @@ network policy unless the policy flags give another.`,
 	fs.DurationVar(&ttl, "ttl", 0, "lifetime, e.g. 15m (default: the daemon's)")
 	fs.BoolVar(&req.Prewarm, "prewarm", false, "also refill the snapshot's warm pool, so the next spawn is served from it")
 	addSnapshotTokenFlag(fs, &sandboxToken)
+	meta.add(fs, "the snapshot's")
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
 	addPolicyFlags(cmd, cfg, &pf, "egress (default: the snapshot's)")
 	return cmd

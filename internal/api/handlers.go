@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -55,7 +54,7 @@ func (s *Server) sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
 		ID: i.ID, Status: i.Status, Backend: i.Backend, Image: i.Image, SnapshotTag: i.SnapshotTag,
 		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids, CreatedAtUnix: i.CreatedAt.Unix(),
 		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token, DeadReason: i.DeadReason, DiedAtUnix: unixOrZero(i.DiedAt),
-		Network: apitype.NetworkPolicy(i.Network), Labels: i.Labels, User: i.User,
+		Network: apitype.NetworkPolicy(i.Network), Labels: i.Labels, User: i.User, Env: i.Env, Cwd: i.Cwd,
 	}
 	for _, p := range i.Ports {
 		pi := s.portInfo(i.ID, p)
@@ -86,7 +85,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 	infos, err := s.svc.Create(r.Context(), sandbox.CreateOptions{
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Pids: req.Pids, SnapshotToken: sandboxToken(r),
-		Network: policy(req.Network), Labels: req.Labels, User: req.User,
+		Network: policy(req.Network), Labels: req.Labels, User: req.User, Env: req.Env, Cwd: req.Cwd,
 	})
 	if err != nil {
 		s.fail(w, r, err)
@@ -189,15 +188,11 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		s.fail(w, r, err)
 		return
 	}
-	env := make([]string, 0, len(req.Env))
-	for k, v := range req.Env {
-		if k == "" || strings.Contains(k, "=") {
-			s.fail(w, r, fmt.Errorf("%w: env key %.64q: a name must be non-empty and have no '='", sandbox.ErrInvalid, k))
-			return
-		}
-		env = append(env, k+"="+v)
+	env, err := sandbox.EnvList(req.Env)
+	if err != nil {
+		s.fail(w, r, err)
+		return
 	}
-	sort.Strings(env)
 	ereq := sandbox.ExecRequest{Args: args, Shell: req.Shell, Cwd: req.Cwd, Env: env, Timeout: timeout, User: req.User}
 	if req.Stdin != "" {
 		ereq.Stdin = []byte(req.Stdin)

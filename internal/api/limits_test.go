@@ -71,7 +71,7 @@ func TestExecInputLimits(t *testing.T) {
 		{"NUL in shell", `{"shell":"echo \u0000"}`, 400, bad, "shell contains a NUL byte", false},
 		{"NUL in cwd", `{"shell":"true","cwd":"/tmp\u0000"}`, 400, bad, "cwd contains a NUL byte", false},
 		{"NUL in an env value", `{"shell":"true","env":{"K":"v\u0000"}}`, 400, bad, `env "K" contains a NUL byte`, false},
-		{"NUL in an env key", `{"shell":"true","env":{"K\u0000":"v"}}`, 400, bad, `env "K\x00" contains a NUL byte`, false},
+		{"NUL in an env key", `{"shell":"true","env":{"K\u0000":"v"}}`, 400, bad, `env key "K\x00": a name must be non-empty and have no '=' or NUL`, false},
 		{"= in an env key", `{"shell":"true","env":{"A=B":"v"}}`, 400, bad, `env key "A=B"`, false},
 		{"empty env key", `{"shell":"true","env":{"":"v"}}`, 400, bad, `env key ""`, false},
 		{"1 MiB argument", jsonString(t, apitype.ExecRequest{Args: []string{"echo", strings.Repeat("a", 1<<20)}}), 400, bad, "args[1] is 1048576 bytes", false},

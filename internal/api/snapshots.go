@@ -93,7 +93,7 @@ func (s *Server) branch(withChildren bool) func(http.ResponseWriter, *http.Reque
 		}
 		res, err := sb.Branch(r.Context(), sandbox.BranchOptions{
 			Tag: req.Tag, N: req.N, TTL: ttl(req.TTLSecs), Network: policy(req.Network),
-			Labels: req.Labels, User: req.User,
+			Labels: req.Labels, User: req.User, Env: req.Env, Cwd: req.Cwd,
 		})
 		if err != nil {
 			s.fail(w, r, err)

@@ -30,6 +30,10 @@ type fakeAPI struct {
 	deleteGate chan struct{}
 	// network is what Info says of the network.
 	network apitype.NetworkInfo
+	// The last create and branch requests, and the user of the last put.
+	lastCreate  apitype.CreateSandboxRequest
+	lastBranch  apitype.BranchRequest
+	lastPutUser string
 }
 
 type fakeSandbox struct {
@@ -93,6 +97,7 @@ func (f *fakeAPI) ListSnapshots(ctx context.Context) ([]apitype.SnapshotInfo, er
 func (f *fakeAPI) CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.lastCreate = req
 	if tok, ok := f.branches[req.SnapshotTag]; ok && tok != req.SandboxToken {
 		return nil, forbidden("snapshot " + req.SnapshotTag + " takes the token of its source")
 	} else if !ok && req.SnapshotTag != "" && req.SnapshotTag != "base" {
@@ -209,6 +214,7 @@ func (f *fakeAPI) Branch(ctx context.Context, id, token string, req apitype.Bran
 	if _, err := f.open(id, token); err != nil {
 		return apitype.BranchResponse{}, err
 	}
+	f.lastBranch = req
 	if req.Tag == "" {
 		req.Tag = id + "-b"
 	}
@@ -291,7 +297,7 @@ func (f *fakeAPI) ListFiles(ctx context.Context, id, token, path string, depth i
 	return out, nil
 }
 
-func (f *fakeAPI) PutFile(ctx context.Context, id, token, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error) {
+func (f *fakeAPI) PutFileAs(ctx context.Context, id, token, path string, mode fs.FileMode, user string, r io.Reader, size int64) (apitype.FileInfo, error) {
 	b, err := io.ReadAll(r)
 	if err != nil {
 		return apitype.FileInfo{}, err
@@ -303,6 +309,7 @@ func (f *fakeAPI) PutFile(ctx context.Context, id, token, path string, mode fs.F
 		return apitype.FileInfo{}, err
 	}
 	sb.files[path] = b
+	f.lastPutUser = user
 	return apitype.FileInfo{Path: path, Type: "file", Size: int64(len(b)), Mode: fmt.Sprintf("%04o", mode)}, nil
 }
 

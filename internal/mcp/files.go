@@ -35,6 +35,7 @@ type writeIn struct {
 	Content  string `json:"content" jsonschema:"the file's content: text, or base64 when encoding is base64"`
 	Encoding string `json:"encoding,omitempty" jsonschema:"text (the default) or base64, for binary data"`
 	Mode     string `json:"mode,omitempty" jsonschema:"octal permission bits such as 0755; default 0644"`
+	User     string `json:"user,omitempty" jsonschema:"the account that owns the file: root or user; empty: the sandbox's default user"`
 }
 
 // FileInfo describes a file in a sandbox.
@@ -66,7 +67,7 @@ func (s *Server) writeFile(ctx context.Context, req *sdk.CallToolRequest, in wri
 		}
 		mode = fs.FileMode(m)
 	}
-	info, err := s.api.PutFile(ctx, in.SandboxID, token, in.Path, mode, bytes.NewReader(data), int64(len(data)))
+	info, err := s.api.PutFileAs(ctx, in.SandboxID, token, in.Path, mode, in.User, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, FileInfo{}, s.explain(ctx, err, in.SandboxID)
 	}

@@ -30,9 +30,12 @@ type Sandbox struct {
 	DeadReason    string `json:"dead_reason,omitempty" jsonschema:"set when status is dead: why it died (exited, oom_killed, unreachable)"`
 	Network       Policy `json:"network" jsonschema:"its egress policy: what it may reach; empty denies everything"`
 	Ports         []Port `json:"ports,omitempty" jsonschema:"its exposed ports (expose_port gives their tokens)"`
-	// Labels and User (its default user) come from its create, or its snapshot.
+	// Labels, User (its default user), Env and Cwd come from its create, or
+	// its snapshot.
 	Labels map[string]string `json:"labels,omitempty" jsonschema:"its labels"`
 	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none; absent: root"`
+	Env    map[string]string `json:"env,omitempty" jsonschema:"environment variables every command in it gets"`
+	Cwd    string            `json:"cwd,omitempty" jsonschema:"working directory of commands that name none; absent: /work"`
 	// SessionHasToken tells the model whether it may omit sandbox_token.
 	SessionHasToken bool `json:"session_has_token" jsonschema:"whether this MCP session knows the sandbox's token, so that sandbox_token may be omitted"`
 }
@@ -49,6 +52,8 @@ func toSandbox(info apitype.SandboxInfo, st *session, now time.Time) Sandbox {
 		Ports:           toPorts(info.Ports),
 		Labels:          info.Labels,
 		User:            info.User,
+		Env:             info.Env,
+		Cwd:             info.Cwd,
 		SessionHasToken: info.Token != "" || st.hasToken(info.ID),
 	}
 }
@@ -97,16 +102,23 @@ type createIn struct {
 	MemoryMiB    int     `json:"memory_mib,omitempty" jsonschema:"memory in MiB; empty: the daemon's default"`
 	DiskMiB      int     `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
 	Network      *Policy `json:"network,omitempty" jsonschema:"what it may reach; empty: nothing, or a snapshot's policy when starting from one"`
-	// Labels and User carry over to branches and spawns of it.
-	Labels map[string]string `json:"labels,omitempty" jsonschema:"key/value labels (keys: a-z 0-9 . _ / -, at most 63 characters; at most 64 labels); list_sandboxes filters by them; empty: a snapshot's"`
-	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none: root or user; empty: root, or a snapshot's"`
+	metaIn
+}
+
+// metaIn is what create, spawn and branch take about the sandboxes they
+// make beyond resources; it carries over to branches and spawns of them.
+type metaIn struct {
+	Labels map[string]string `json:"labels,omitempty" jsonschema:"key/value labels (keys: a-z 0-9 . _ / -, at most 63 characters; at most 64 labels); list_sandboxes filters by them; empty: a snapshot's or the source's"`
+	User   string            `json:"user,omitempty" jsonschema:"the account commands run as when they name none: root or user; empty: a snapshot's or the source's, else root"`
+	Env    map[string]string `json:"env,omitempty" jsonschema:"environment variables every command gets (a command's own env comes on top); empty: a snapshot's or the source's"`
+	Cwd    string            `json:"cwd,omitempty" jsonschema:"working directory of commands that name none, an existing directory; empty: a snapshot's or the source's, else /work"`
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
 		DiskMiB: in.DiskMiB, SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
-		Network: apiPolicy(in.Network), Labels: in.Labels, User: in.User,
+		Network: apiPolicy(in.Network), Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd,
 	})
 	if err != nil {
 		return nil, Sandbox{}, s.explainSpawn(ctx, err, in.SnapshotTag)
@@ -124,6 +136,7 @@ type spawnIn struct {
 	TTLSecs      int64   `json:"ttl_secs,omitempty" jsonschema:"lifetime of each, in seconds; empty: the daemon's default"`
 	Prewarm      bool    `json:"prewarm,omitempty" jsonschema:"accepted for compatibility; every spawn refills the snapshot's pool of ready sandboxes in the background"`
 	Network      *Policy `json:"network,omitempty" jsonschema:"what each may reach; empty: the snapshot's policy"`
+	metaIn
 }
 
 type sandboxesOut struct {
@@ -140,6 +153,7 @@ func (s *Server) spawnSandboxes(ctx context.Context, req *sdk.CallToolRequest, i
 	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Prewarm: in.Prewarm,
 		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken), Network: apiPolicy(in.Network),
+		Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd,
 	})
 	if err != nil {
 		return nil, sandboxesOut{}, s.explainSpawn(ctx, err, in.SnapshotTag)
@@ -153,6 +167,9 @@ type branchIn struct {
 	N       int     `json:"n,omitempty" jsonschema:"how many children to start; default 1 (use snapshot_sandbox for none)"`
 	TTLSecs int64   `json:"ttl_secs,omitempty" jsonschema:"the children's lifetime in seconds; empty: the daemon's default"`
 	Network *Policy `json:"network,omitempty" jsonschema:"what the children may reach; empty: the source sandbox's policy"`
+	// Diff is forkd's flag; cove's branch always is incremental.
+	Diff *bool `json:"diff,omitempty" jsonschema:"accepted for compatibility with forkd: cove's branch always saves only what changed since the sandbox's snapshot, whatever this says"`
+	metaIn
 }
 
 type branchOut struct {
@@ -160,6 +177,8 @@ type branchOut struct {
 	PauseMs   float64   `json:"pause_ms" jsonschema:"how long the source sandbox stood still (its agent unanswered) while its state was saved"`
 	StoppedMs float64   `json:"stopped_ms" jsonschema:"how long the runtime had the source stopped"`
 	Children  []Sandbox `json:"children"`
+	// Incremental answers forkd's diff flag, when it was given.
+	Incremental bool `json:"incremental,omitempty" jsonschema:"set when diff was given: the branch saved only what changed, as every cove branch does"`
 }
 
 func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in branchIn) (*sdk.CallToolResult, branchOut, error) {
@@ -170,12 +189,17 @@ func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, branchOut{}, err
 	}
-	res, err := s.api.Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Network: apiPolicy(in.Network)})
+	res, err := s.api.Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Network: apiPolicy(in.Network),
+		Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd})
 	if err != nil {
 		return nil, branchOut{}, s.explain(ctx, err, in.SandboxID)
 	}
 	s.session(req).rememberSnapshot(res.Tag, token)
-	return nil, branchOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs, StoppedMs: res.StoppedMs, Children: created(res.Children, s.session(req))}, nil
+	out := branchOut{Snapshot: res.SnapshotInfo, PauseMs: res.PauseMs, StoppedMs: res.StoppedMs, Children: created(res.Children, s.session(req))}
+	if in.Diff != nil {
+		out.Incremental = true
+	}
+	return nil, out, nil
 }
 
 type snapshotIn struct {

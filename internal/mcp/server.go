@@ -43,7 +43,7 @@ type API interface {
 	Eval(ctx context.Context, id, token string, req apitype.EvalRequest) (apitype.EvalResponse, error)
 	Wait(ctx context.Context, id, token string, req apitype.WaitRequest) (apitype.WaitResponse, error)
 	ListFiles(ctx context.Context, id, token, path string, depth int) (apitype.ListFilesResponse, error)
-	PutFile(ctx context.Context, id, token, path string, mode fs.FileMode, r io.Reader, size int64) (apitype.FileInfo, error)
+	PutFileAs(ctx context.Context, id, token, path string, mode fs.FileMode, user string, r io.Reader, size int64) (apitype.FileInfo, error)
 	GetFile(ctx context.Context, id, token, path string) (io.ReadCloser, apitype.FileInfo, error)
 	GetFileRange(ctx context.Context, id, token, path string, offset, length int64) (io.ReadCloser, apitype.FileInfo, error)
 	Stat(ctx context.Context, id, token, path string) (apitype.FileInfo, error)

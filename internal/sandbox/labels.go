@@ -81,8 +81,9 @@ func MatchLabels(labels, filter map[string]string) bool {
 	return true
 }
 
-// metaFor is what sandboxes made by o record: o's labels and user where it
-// gives them, else inherited's (a snapshot's, for its children).
+// metaFor is what sandboxes made by o record: o's labels, user, env and
+// cwd where it gives them, else inherited's (a snapshot's, for its
+// children).
 func metaFor(o CreateOptions, inherited store.Meta) (store.Meta, error) {
 	m := inherited
 	if o.Labels != nil {
@@ -99,6 +100,9 @@ func metaFor(o CreateOptions, inherited store.Meta) (store.Meta, error) {
 		if o.User == RootUser {
 			m.User = ""
 		}
+	}
+	if err := setRunEnv(&m, o.Env, o.Cwd); err != nil {
+		return m, err
 	}
 	return m, nil
 }
@@ -129,14 +133,6 @@ func (b *box) userOr(user string) string {
 		return user
 	}
 	return b.rec.User // set before the sandbox is handed out, never changed
-}
-
-// runDefaults is what a process started in b runs as, in and with, for a
-// call that asked for user, cwd and env: the call's own, else the
-// sandbox's defaults. Every call that starts a process (exec, background
-// processes, terminals) goes through it.
-func (b *box) runDefaults(user, cwd string, env []string) (string, string, []string) {
-	return b.userOr(user), cwd, env
 }
 
 // setMeta gives b the labels and default user of the call that hands it
@@ -185,12 +181,12 @@ func (b *box) client() *agentproto.Client {
 // b's labels and user unless o gives its own. A user is looked for in b,
 // whose accounts its children have, before anything is saved.
 func (s *Service) branchMeta(ctx context.Context, b *box, o BranchOptions) (store.Meta, error) {
-	m, err := metaFor(CreateOptions{Labels: o.Labels, User: o.User}, b.rec.Meta)
+	m, err := metaFor(CreateOptions{Labels: o.Labels, User: o.User, Env: o.Env, Cwd: o.Cwd}, b.rec.Meta)
 	if err != nil {
 		return m, err
 	}
-	if o.User != "" {
-		if err := checkUser(ctx, b.client(), m.User); err != nil {
+	if o.User != "" || o.Cwd != "" {
+		if err := checkMeta(ctx, b.client(), m); err != nil {
 			return m, err
 		}
 	}

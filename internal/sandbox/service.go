@@ -219,6 +219,9 @@ type Info struct {
 	Ports   []PortInfo
 	Labels  map[string]string
 	User    string // default user; "": root
+	// Env and Cwd are what every process started in it gets by default.
+	Env map[string]string
+	Cwd string
 }
 
 // New builds a Service. Call Recover before serving, then Close at the end.
@@ -263,7 +266,7 @@ func (b *box) info() Info {
 	return Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
 		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB, Pids: r.Pids, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DeadReason: b.death.Reason, DiedAt: b.death.At, Network: b.net, Ports: b.portsLocked(),
-		Labels: decodeLabels(r.LabelsJSON), User: r.User}
+		Labels: decodeLabels(r.LabelsJSON), User: r.User, Env: envMap(r.EnvJSON), Cwd: r.Cwd}
 }
 
 // expired reports whether the sandbox's time is up: its expiry, or for a

@@ -171,6 +171,10 @@ type BranchOptions struct {
 	// "": the source's.
 	Labels map[string]string
 	User   string
+	// Env and Cwd are the new snapshot's and its children's (see
+	// CreateOptions); nil and "": the source's.
+	Env map[string]string
+	Cwd string
 }
 
 // Branch saves the sandbox as a new snapshot while it keeps running, then

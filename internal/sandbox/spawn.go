@@ -35,6 +35,11 @@ type CreateOptions struct {
 	// "": the snapshot's, else root.
 	Labels map[string]string
 	User   string
+	// Env and Cwd are the environment and working directory of every
+	// process started in the sandboxes (a call's own come on top); nil and
+	// "": the snapshot's.
+	Env map[string]string
+	Cwd string
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
@@ -108,6 +113,7 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 	if src.meta, err = metaFor(o, src.meta); err != nil {
 		return nil, err
 	}
+	src.checkMeta = o.User != "" || o.Cwd != ""
 	ready, err := s.reserve(o.N, src)
 	if err != nil {
 		return nil, err
@@ -169,8 +175,8 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 				defer func() { <-sem }()
 				boxes[i], errs[i] = s.createOne(ctx, src, ttl, hashToken(tokens[i]))
 			}
-			if errs[i] == nil {
-				errs[i] = checkUser(ctx, boxes[i].client(), src.meta.User)
+			if errs[i] == nil && src.checkMeta {
+				errs[i] = checkMeta(ctx, boxes[i].client(), src.meta)
 			}
 		}()
 	}
@@ -262,7 +268,11 @@ type source struct {
 	limits          store.Limits
 	// network is the egress policy they start with.
 	network netpolicy.Policy
-	meta    store.Meta // their labels and default user
+	meta    store.Meta // their labels, default user, env and cwd
+	// checkMeta says the call gave the user or cwd in meta, which each
+	// sandbox is checked to have before the call answers; inherited ones
+	// were checked when their snapshot was saved.
+	checkMeta bool
 	// snap is the snapshot restored from, whose warm pool may hold ready
 	// sandboxes; nil for an image.
 	snap *snap

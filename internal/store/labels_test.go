@@ -7,7 +7,7 @@ import (
 	"time"
 )
 
-// TestMetaRoundTrip: labels and the default user go with a sandbox's row
+// TestMetaRoundTrip: labels, the default user, env and cwd go with a sandbox's row
 // and a snapshot's, through an upsert and a reopen.
 func TestMetaRoundTrip(t *testing.T) {
 	ctx := context.Background()
@@ -16,7 +16,7 @@ func TestMetaRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	meta := Meta{LabelsJSON: `{"team":"a"}`, User: "user"}
+	meta := Meta{LabelsJSON: `{"team":"a"}`, User: "user", EnvJSON: `["A=1"]`, Cwd: "/srv"}
 	now := time.UnixMilli(time.Now().UnixMilli())
 	sb := Sandbox{ID: "sb-1", Status: "creating", Backend: "gvisor", Image: "img", CPUs: 1, MemoryMiB: 512,
 		TokenHash: "h", CreatedAt: now, ExpiresAt: now, Meta: meta}

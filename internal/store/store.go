@@ -159,16 +159,16 @@ func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
 	// and with it (ON DELETE CASCADE) the sandbox's ports.
 	_, err := db.ExecContext(ctx, `INSERT INTO sandboxes
 		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at,
-		 disk_mib, pids, open_files, network, labels, user)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 disk_mib, pids, open_files, network, labels, user, env, cwd)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, backend = excluded.backend, image = excluded.image,
 		 snapshot_tag = excluded.snapshot_tag, cpus = excluded.cpus, memory_mib = excluded.memory_mib,
 		 token_hash = excluded.token_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
 		 disk_mib = excluded.disk_mib, pids = excluded.pids, open_files = excluded.open_files, network = excluded.network,
-		 labels = excluded.labels, user = excluded.user`,
+		 labels = excluded.labels, user = excluded.user, env = excluded.env, cwd = excluded.cwd`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
 		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles, sb.NetworkJSON,
-		sb.LabelsJSON, sb.User)
+		sb.LabelsJSON, sb.User, sb.EnvJSON, sb.Cwd)
 	if err != nil {
 		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
 	}
@@ -207,7 +207,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Sandboxes returns every sandbox record, oldest first.
 func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, status, backend, image, snapshot_tag, cpus, memory_mib,
-		token_hash, created_at, expires_at, disk_mib, pids, open_files, network, labels, user FROM sandboxes ORDER BY created_at, id`)
+		token_hash, created_at, expires_at, disk_mib, pids, open_files, network, labels, user, env, cwd FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sandboxes: %w", err)
 	}
@@ -218,7 +218,7 @@ func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 		var created, expires int64
 		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
 			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles, &sb.NetworkJSON,
-			&sb.LabelsJSON, &sb.User); err != nil {
+			&sb.LabelsJSON, &sb.User, &sb.EnvJSON, &sb.Cwd); err != nil {
 			return nil, fmt.Errorf("store: scan sandbox: %w", err)
 		}
 		sb.CreatedAt = time.UnixMilli(created)

@@ -78,6 +78,12 @@ type CreateSandboxRequest struct {
 	// when they name none ("root" or "user"); "": the snapshot's, else root.
 	Labels map[string]string `json:"labels,omitempty"`
 	User   string            `json:"user,omitempty"`
+	// Env and Cwd are the environment and working directory every process
+	// started in the sandboxes gets (a call's own env comes on top, its cwd
+	// instead); nil and "": a spawn's children take their snapshot's. Cwd
+	// must be a directory in the sandbox.
+	Env map[string]string `json:"env,omitempty"`
+	Cwd string            `json:"cwd,omitempty"`
 	// SandboxToken is no part of the body: pkg/client sends it in the
 	// SandboxTokenHeader. A snapshot saved from a sandbox (by branch or
 	// snapshot) holds its state, so spawning from it takes that sandbox's
@@ -112,9 +118,12 @@ type SandboxInfo struct {
 	// Ports are its exposed ports, without their tokens: GET
 	// /v1/sandboxes/{id}/ports, which takes the sandbox token, shows those.
 	Ports []PortInfo `json:"ports,omitempty"`
-	// Labels are its labels; User its default user (absent: root).
+	// Labels are its labels; User its default user (absent: root); Env
+	// and Cwd what its processes get by default.
 	Labels map[string]string `json:"labels,omitempty"`
 	User   string            `json:"user,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	Cwd    string            `json:"cwd,omitempty"`
 }
 
 // NetworkPolicy is a sandbox's egress policy: what it may connect to. The
@@ -378,10 +387,12 @@ type BranchRequest struct {
 	// Network is the new snapshot's and its children's egress policy;
 	// nil: the source sandbox's.
 	Network *NetworkPolicy `json:"network,omitempty"`
-	// Labels and User are the new snapshot's and its children's (see
+	// Labels, User, Env and Cwd are the new snapshot's and its children's (see
 	// CreateSandboxRequest); nil and "": the source sandbox's.
 	Labels map[string]string `json:"labels,omitempty"`
 	User   string            `json:"user,omitempty"`
+	Env    map[string]string `json:"env,omitempty"`
+	Cwd    string            `json:"cwd,omitempty"`
 }
 
 // BranchResponse is the new snapshot, how long the source was paused, and
