@@ -319,7 +319,7 @@ type pipeReader struct {
 
 func (p *pipeReader) run() {
 	defer p.r.Close()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, pipeSize)
 	for {
 		p.idle.Store(true)
 		n, err := p.r.Read(buf)
@@ -358,6 +358,8 @@ func captureOutput(cmd *exec.Cmd, out, errOut io.Writer) (*capture, error) {
 		outW.Close()
 		return nil, err
 	}
+	growPipe(outR)
+	growPipe(errR)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	drained := make(chan struct{})
 	c := &capture{drained: drained, readers: [2]*pipeReader{{r: outR, dst: out}, {r: errR, dst: errOut}}}
@@ -374,6 +376,21 @@ func captureOutput(cmd *exec.Cmd, out, errOut io.Writer) (*capture, error) {
 		close(drained)
 	}()
 	return c, nil
+}
+
+// pipeSize is the capacity asked for the output pipes, and what one read
+// of them takes: a chatty command then costs fewer reads, and a streamed
+// exec fewer chunks (each some writes to the host), than the default
+// 64 KiB pipe would.
+const pipeSize = 256 << 10
+
+// growPipe asks for a pipe of pipeSize, as far as the kernel allows: a
+// smaller one only costs more reads. Control keeps the file in the
+// runtime's poller, which Fd would take it out of.
+func growPipe(r *os.File) {
+	if rc, err := r.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
 }
 
 func closeFiles(ws ...io.Writer) {
