@@ -76,6 +76,7 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	return res, nil
 }
 
+// deref is *r, or the zero result for nil.
 func deref(r *agentproto.ExecResult) agentproto.ExecResult {
 	if r == nil {
 		return agentproto.ExecResult{}
