@@ -73,6 +73,7 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.Evals, "evals", o.Evals, "evals of 1+1 to time")
 	fs.IntVar(&o.BaselineExecs, "baseline-execs", o.BaselineExecs, "`runsc exec` calls to time as the exec baseline (gVisor only)")
 	fs.IntVar(&o.FileMiB, "file-mib", o.FileMiB, "size of the file uploaded and downloaded, in MiB (0: skip)")
+	fs.IntVar(&o.StreamMiB, "stream-mib", o.StreamMiB, "MiB of output timed through a streamed exec, beside a buffered exec of 16 MiB (0: skip)")
 	fs.IntVar(&o.Spawns, "spawns", o.Spawns, "single spawns from a snapshot without a pool to time (each deleted after)")
 	fs.IntVar(&o.PoolHandouts, "pool-handouts", o.PoolHandouts, "hand-outs from a warm pool to time, each after the pool refilled")
 	fs.IntVar(&o.PoolSize, "pool-size", o.PoolSize, "size of the warm pool hand-outs come from")

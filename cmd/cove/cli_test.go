@@ -89,7 +89,7 @@ func (f *cliFakeDaemon) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		if len(req.Args) == 2 && req.Args[0] == "exit" {
 			res.ExitCode, _ = strconv.Atoi(req.Args[1])
 		}
-		json.NewEncoder(w).Encode(res)
+		writeExec(w, r, res)
 	case strings.HasSuffix(r.URL.Path, "/files") && r.Method == "PUT":
 		p := r.URL.Query().Get("path")
 		b, _ := io.ReadAll(r.Body)
@@ -256,4 +256,16 @@ func TestCLIFlow(t *testing.T) {
 	if _, err := run("ls"); !errors.Is(err, client.ErrUnauthorized) || !strings.Contains(err.Error(), "hint") {
 		t.Errorf("ls with a wrong key: %v", err)
 	}
+}
+
+// writeExec answers an exec buffered, or streamed when it accepts NDJSON.
+func writeExec(w http.ResponseWriter, r *http.Request, res apitype.ExecResponse) {
+	enc := json.NewEncoder(w)
+	if r.Header.Get("Accept") != apitype.ContentTypeNDJSON {
+		enc.Encode(res)
+		return
+	}
+	w.Header().Set("Content-Type", apitype.ContentTypeNDJSON)
+	enc.Encode(apitype.OutputEvent{Stream: "stdout", Data: res.Stdout})
+	enc.Encode(apitype.OutputEvent{Exit: &apitype.ExitStatus{ExitCode: res.ExitCode}})
 }

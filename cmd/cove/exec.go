@@ -12,6 +12,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 // maxStdin bounds what -i sends: stdin travels inside the JSON request.
@@ -70,16 +71,7 @@ command's, as is all after "--".`,
 			if bg.on {
 				return runBackground(cmd, cl, daemon, id, tok, req, bg, asJSON)
 			}
-			ctx := cmd.Context()
-			res, err := cl.Exec(ctx, id, tok, req)
-			if err != nil {
-				return explain(notFoundIn(ctx, cl, err, id), daemon)
-			}
-			if asJSON {
-				// The exit code is in the JSON; cove itself succeeded.
-				return printJSON(cmd.OutOrStdout(), res)
-			}
-			return printExec(cmd.OutOrStdout(), cmd.ErrOrStderr(), res, timeout)
+			return runExec(cmd, execTarget{cl, daemon, id, tok}, req, asJSON, timeout)
 		},
 	}
 	fs := cmd.Flags()
@@ -107,16 +99,36 @@ command's, as is all after "--".`,
 	return cmd
 }
 
-// printExec writes what the command printed and returns its exit status
+// execTarget is the sandbox an exec runs in, and how to reach it.
+type execTarget struct {
+	cl              *client.Client
+	daemon, id, tok string
+}
+
+// runExec runs req and prints its output as the command produces it, or
+// with asJSON the buffered answer, and returns the command's exit status
 // as cove's.
-func printExec(stdout, stderr io.Writer, res apitype.ExecResponse, timeout time.Duration) error {
-	io.WriteString(stdout, res.Stdout)
-	io.WriteString(stderr, res.Stderr)
-	if res.Truncated {
-		fmt.Fprintln(stderr, "cove exec: output truncated by the daemon")
+func runExec(cmd *cobra.Command, to execTarget, req apitype.ExecRequest, asJSON bool, timeout time.Duration) error {
+	ctx := cmd.Context()
+	fail := func(err error) error { return explain(notFoundIn(ctx, to.cl, err, to.id), to.daemon) }
+	if asJSON {
+		res, err := to.cl.Exec(ctx, to.id, to.tok, req)
+		if err != nil {
+			return fail(err)
+		}
+		// The exit code is in the JSON; cove itself succeeded.
+		return printJSON(cmd.OutOrStdout(), res)
 	}
-	code := res.ExitCode
-	if res.TimedOut {
+	st, err := to.cl.ExecStream(ctx, to.id, to.tok, req, cmd.OutOrStdout(), cmd.ErrOrStderr())
+	if err != nil {
+		return fail(err)
+	}
+	return execStatus(cmd.ErrOrStderr(), st.ExitCode, st.TimedOut, timeout)
+}
+
+// execStatus returns a command's exit status as cove's.
+func execStatus(stderr io.Writer, code int, timedOut bool, timeout time.Duration) error {
+	if timedOut {
 		fmt.Fprintf(stderr, "cove exec: command timed out after %v\n", timeout)
 		code = 124 // as timeout(1) does
 	}

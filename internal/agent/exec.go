@@ -48,13 +48,63 @@ func defaultEnv() []string {
 
 // Exec runs a command to completion in its own process group.
 func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentproto.ExecResult, error) {
-	var res agentproto.ExecResult
+	c, notRun, err := a.newExecCmd(ctx, req)
+	if err != nil || notRun != nil {
+		return deref(notRun), err
+	}
+	defer c.cancel()
+	var stdout, stderr capBuffer
+	if notRun, err := c.run(&stdout, &stderr, nil); err != nil || notRun != nil {
+		return deref(notRun), err
+	}
+	stdout.freeze()
+	stderr.freeze()
+
+	// Each stream may take twice MaxOutput once escaped: see jsonFit.
+	outStr, outCut := jsonFit(stdout.String(), 2*agentproto.MaxOutput)
+	errStr, errCut := jsonFit(stderr.String(), 2*agentproto.MaxOutput)
+	st := c.status()
+	res := agentproto.ExecResult{
+		Stdout:     outStr,
+		Stderr:     errStr,
+		ExitCode:   st.ExitCode,
+		TimedOut:   st.TimedOut,
+		Truncated:  stdout.truncated || stderr.truncated || outCut || errCut,
+		DurationMs: st.DurationMs,
+	}
+	a.log.Debug("exec", "argv", c.Args, "exit", res.ExitCode, "timed_out", res.TimedOut, "ms", res.DurationMs)
+	return res, nil
+}
+
+// deref is *r, or the zero result for nil.
+func deref(r *agentproto.ExecResult) agentproto.ExecResult {
+	if r == nil {
+		return agentproto.ExecResult{}
+	}
+	return *r
+}
+
+// execCmd is a command set up to run: the steps the buffered and the
+// streamed exec share.
+type execCmd struct {
+	*exec.Cmd
+	start  time.Time
+	ctx    context.Context // ends at the request's timeout or the host's cancel
+	cancel context.CancelFunc
+	killed atomic.Bool
+}
+
+// newExecCmd validates req and sets up its command: argv, user, working
+// directory, environment, timeout, and a process group killed whole when
+// the call ends early. A command that cannot be found or run is not an
+// error: notRun is the result a shell would report for it.
+func (a *Agent) newExecCmd(ctx context.Context, req agentproto.ExecRequest) (c *execCmd, notRun *agentproto.ExecResult, err error) {
 	if err := req.Validate(); err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	dir, err := a.execDir(req.Cwd)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	argv := req.Args
 	if req.Shell != "" {
@@ -62,7 +112,7 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	}
 	acct, err := lookupUser(req.User)
 	if err != nil {
-		return res, err
+		return nil, nil, err
 	}
 	// Later entries win (os/exec keeps the last of duplicate keys), so the
 	// request's entries override the defaults.
@@ -71,17 +121,16 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	start := time.Now()
 	prog, err := lookPath(argv[0], envValue(env, "PATH"), dir)
 	if err != nil {
-		return notRunnable(argv[0], err, start), nil
+		res := notRunnable(argv[0], err, start)
+		return nil, &res, nil
 	}
-
+	c = &execCmd{start: start}
 	if req.TimeoutMs > 0 {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errExecTimeout)
-		defer cancel()
+		c.ctx, c.cancel = context.WithTimeoutCause(ctx, time.Duration(req.TimeoutMs)*time.Millisecond, errExecTimeout)
+	} else {
+		c.ctx, c.cancel = context.WithCancel(ctx)
 	}
-	var stdout, stderr capBuffer
-	var killed atomic.Bool
-	cmd := exec.CommandContext(ctx, prog)
+	cmd := exec.CommandContext(c.ctx, prog)
 	cmd.Args = argv
 	cmd.Dir = dir
 	cmd.Env = env
@@ -91,55 +140,66 @@ func (a *Agent) Exec(ctx context.Context, req agentproto.ExecRequest) (agentprot
 	cmd.SysProcAttr = a.procAttr()
 	cmd.SysProcAttr.Credential = acct.credential()
 	cmd.Cancel = func() error {
-		killed.Store(true)
+		c.killed.Store(true)
 		return killGroup(cmd.Process.Pid)
 	}
-	out, err := captureOutput(cmd, &stdout, &stderr)
+	c.Cmd = cmd
+	return c, nil, nil
+}
+
+// run starts the command with its stdout and stderr copied to out and
+// errOut, calls started (if not nil) once it runs, and waits for it to
+// exit and for its output to be read (see pipeGrace). An execve failure
+// that a shell would report with an exit status is returned as notRun.
+func (c *execCmd) run(out, errOut io.Writer, started func() error) (notRun *agentproto.ExecResult, err error) {
+	name := c.Args[0]
+	capt, err := captureOutput(c.Cmd, out, errOut)
 	if err != nil {
-		return res, fmt.Errorf("exec %s: %w", argv[0], err)
+		return nil, fmt.Errorf("exec %s: %w", name, err)
 	}
-	if err := cmd.Start(); err != nil {
-		closeFiles(cmd.Stdout, cmd.Stderr)
-		if res, ok := startFailure(argv[0], err, start); ok {
-			return res, nil
+	if err := c.Start(); err != nil {
+		closeFiles(c.Stdout, c.Stderr)
+		if res, ok := startFailure(name, err, c.start); ok {
+			return &res, nil
 		}
-		return res, fmt.Errorf("exec %s: %w", argv[0], err)
+		return nil, fmt.Errorf("exec %s: %w", name, err)
 	}
 	// Only the command (and its children) may hold the write ends now, so
 	// the readers see EOF when the last of them exits.
-	closeFiles(cmd.Stdout, cmd.Stderr)
+	closeFiles(c.Stdout, c.Stderr)
+	if started != nil {
+		started()
+	}
 	// Wait's error is not needed: the process state says how the command
 	// ended.
-	_ = cmd.Wait()
+	_ = c.Wait()
 	for deadline := time.Now().Add(pipeMax); ; {
 		select {
-		case <-out.drained:
+		case <-capt.drained:
 		case <-time.After(pipeGrace):
-			if !out.settled() && time.Now().Before(deadline) {
+			if !capt.settled() && time.Now().Before(deadline) {
 				continue
 			}
 		}
 		break
 	}
-	stdout.freeze()
-	stderr.freeze()
+	return nil, nil
+}
 
-	// Each stream may take twice MaxOutput once escaped: see jsonFit.
-	outStr, outCut := jsonFit(stdout.String(), 2*agentproto.MaxOutput)
-	errStr, errCut := jsonFit(stderr.String(), 2*agentproto.MaxOutput)
-	res = agentproto.ExecResult{
-		Stdout:     outStr,
-		Stderr:     errStr,
+// status is how the command, which has been run, ended.
+func (c *execCmd) status() agentproto.ExecStatus {
+	st := agentproto.ExecStatus{
 		ExitCode:   -1,
-		TimedOut:   killed.Load() && context.Cause(ctx) == errExecTimeout,
-		Truncated:  stdout.truncated || stderr.truncated || outCut || errCut,
-		DurationMs: time.Since(start).Milliseconds(),
+		TimedOut:   c.killed.Load() && context.Cause(c.ctx) == errExecTimeout,
+		DurationMs: time.Since(c.start).Milliseconds(),
 	}
-	if ps := cmd.ProcessState; ps != nil {
-		res.ExitCode = ps.ExitCode() // -1 when killed by a signal
+	if ps := c.ProcessState; ps != nil {
+		st.ExitCode = ps.ExitCode() // -1 when killed by a signal
+		if ws, ok := ps.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			st.Signal = unix.SignalName(ws.Signal())
+		}
 	}
-	a.log.Debug("exec", "argv", argv, "exit", res.ExitCode, "timed_out", res.TimedOut, "ms", res.DurationMs)
-	return res, nil
+	return st
 }
 
 // procAttr is what every process the agent starts runs with: a process
@@ -254,13 +314,13 @@ func (c *capture) settled() bool {
 // pipeReader copies a pipe into a buffer and tells whether it is idle.
 type pipeReader struct {
 	r    *os.File
-	dst  *capBuffer
+	dst  io.Writer
 	idle atomic.Bool // in a Read, with all it read before in dst
 }
 
 func (p *pipeReader) run() {
 	defer p.r.Close()
-	buf := make([]byte, 32<<10)
+	buf := make([]byte, pipeSize)
 	for {
 		p.idle.Store(true)
 		n, err := p.r.Read(buf)
@@ -287,8 +347,8 @@ func (p *pipeReader) settled() bool {
 }
 
 // captureOutput connects the command's stdout and stderr to pipes whose
-// readers copy into out and errOut.
-func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (*capture, error) {
+// readers copy into out and errOut, whose errors they ignore.
+func captureOutput(cmd *exec.Cmd, out, errOut io.Writer) (*capture, error) {
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		return nil, err
@@ -299,6 +359,8 @@ func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (*capture, error) {
 		outW.Close()
 		return nil, err
 	}
+	growPipe(outR)
+	growPipe(errR)
 	cmd.Stdout, cmd.Stderr = outW, errW
 	drained := make(chan struct{})
 	c := &capture{drained: drained, readers: [2]*pipeReader{{r: outR, dst: out}, {r: errR, dst: errOut}}}
@@ -315,6 +377,21 @@ func captureOutput(cmd *exec.Cmd, out, errOut *capBuffer) (*capture, error) {
 		close(drained)
 	}()
 	return c, nil
+}
+
+// pipeSize is the capacity asked for the output pipes, and what one read
+// of them takes: a chatty command then costs fewer reads, and a streamed
+// exec fewer chunks (each some writes to the host), than the default
+// 64 KiB pipe would.
+const pipeSize = 256 << 10
+
+// growPipe asks for a pipe of pipeSize, as far as the kernel allows: a
+// smaller one only costs more reads. Control keeps the file in the
+// runtime's poller, which Fd would take it out of.
+func growPipe(r *os.File) {
+	if rc, err := r.SyscallConn(); err == nil {
+		rc.Control(func(fd uintptr) { unix.FcntlInt(fd, unix.F_SETPIPE_SZ, pipeSize) })
+	}
 }
 
 func closeFiles(ws ...io.Writer) {

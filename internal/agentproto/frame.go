@@ -39,10 +39,18 @@ func (e *frameTooLarge) Unwrap() error { return ErrFrameTooLarge }
 // ChunkSize is the payload size of the Data frames a writer emits.
 const ChunkSize = 256 << 10
 
+// frameHeaderLen is the size of a frame's header: its type and length.
+const frameHeaderLen = 5
+
+// putFrameHeader writes the header of a frame of n payload bytes to b.
+func putFrameHeader(b []byte, typ byte, n int) {
+	b[0] = typ
+	binary.BigEndian.PutUint32(b[1:frameHeaderLen], uint32(n))
+}
+
 func writeFrame(w io.Writer, typ byte, payload []byte) error {
-	var hdr [5]byte
-	hdr[0] = typ
-	binary.BigEndian.PutUint32(hdr[1:], uint32(len(payload)))
+	var hdr [frameHeaderLen]byte
+	putFrameHeader(hdr[:], typ, len(payload))
 	if _, err := w.Write(hdr[:]); err != nil {
 		return err
 	}

@@ -29,6 +29,7 @@ type Handler interface {
 	ProcHandler
 	TarHandler
 	WatchHandler
+	ExecStreamHandler
 }
 
 // Serve accepts connections from l and serves each with h until ctx is done
@@ -178,7 +179,7 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 // streamServers are the servers of the streaming ops, each concern's in
 // its own file.
 func streamServers(h Handler) []StreamServer {
-	return []StreamServer{ptyServer(h), procServer(h), serveTar(h), serveWatch(h)}
+	return []StreamServer{serveExecStream(h), ptyServer(h), procServer(h), serveTar(h), serveWatch(h)}
 }
 
 func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {

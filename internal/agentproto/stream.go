@@ -34,14 +34,17 @@ func StreamName(id byte) string {
 }
 
 // WriteChunk writes p as output of stream, in frames of at most ChunkSize
-// bytes. An empty p writes nothing.
+// bytes. An empty p writes nothing. Each frame is one Write: over a
+// virtio-serial link every write is a round trip to the host.
 func WriteChunk(w io.Writer, stream byte, p []byte) error {
-	buf := make([]byte, 1+min(len(p), ChunkSize))
+	const pre = frameHeaderLen + 1 // and the stream's id
+	buf := make([]byte, pre+min(len(p), ChunkSize))
 	for len(p) > 0 {
 		n := min(len(p), ChunkSize)
-		buf[0] = stream
-		copy(buf[1:], p[:n])
-		if err := writeFrame(w, frameChunk, buf[:1+n]); err != nil {
+		putFrameHeader(buf, frameChunk, 1+n)
+		buf[frameHeaderLen] = stream
+		copy(buf[pre:], p[:n])
+		if _, err := w.Write(buf[:pre+n]); err != nil {
 			return err
 		}
 		p = p[n:]

@@ -201,6 +201,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		s.startProcess(w, r, sb, ereq, req)
 		return
 	}
+	if wantsStream(r) {
+		s.execStream(w, r, sb, ereq)
+		return
+	}
 	res, err := sb.Exec(r.Context(), ereq)
 	if err != nil {
 		s.fail(w, r, err)

@@ -30,6 +30,7 @@ type Options struct {
 	BaselineExecs int // `runsc exec` calls, the exec baseline (gVisor only)
 	FileMiB       int // size of the file uploaded and downloaded
 	PTYEchoes     int // keystrokes echoed through a terminal, and pings beside them
+	StreamMiB     int // output of the streamed exec timed
 
 	Spawns       int     // spawns from a snapshot without a pool
 	PoolHandouts int     // hand-outs from a warm pool
@@ -80,7 +81,7 @@ type Options struct {
 // defaults.
 func Defaults() Options {
 	return Options{
-		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024, PTYEchoes: 200,
+		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024, PTYEchoes: 200, StreamMiB: 256,
 		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
 		PssSettle:      2 * time.Second,
@@ -111,6 +112,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"chain-samples", &o.ChainSamples, 0},
 		{"baseline-execs", &o.BaselineExecs, 0},
 		{"egress-mib", &o.EgressMiB, 32},
+		{"stream-mib", &o.StreamMiB, 64},
 		{"preview-gets", &o.PreviewGets, 50},
 		{"dns-lookups", &o.DNSLookups, 50},
 		{"proc-first-bytes", &o.ProcFirstBytes, 30},
@@ -129,7 +131,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 
 // Validate checks the counts and the names of Only and Skip.
 func (o Options) Validate() error {
-	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes,
+	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
 		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents) < 0 {
 		return errors.New("counts and sizes must not be negative")
@@ -164,6 +166,7 @@ func (o *Options) groups() map[string][]*int {
 		"eval":     {&o.Evals},
 		"transfer": {&o.FileMiB},
 		"pty":      {&o.PTYEchoes},
+		"stream":   {&o.StreamMiB}, // exec_stream
 		"spawn":    {&o.Spawns},
 		"pool":     {&o.PoolHandouts},
 		"spawn100": {&o.SpawnN}, // and pss_per_child

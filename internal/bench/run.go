@@ -75,6 +75,9 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.Execs > 0 || b.o.Evals > 0 || b.o.FileMiB > 0 || b.o.PTYEchoes > 0 {
 		b.runWarm(ctx, info, add)
 	}
+	if b.o.StreamMiB > 0 {
+		add(b.benchExecStream(ctx, info))
+	}
 	if b.o.snapshotsWanted() {
 		b.runSnapshotBenches(ctx, info, add)
 	}

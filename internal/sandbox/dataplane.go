@@ -172,16 +172,10 @@ func (sb *Sandbox) Ping(ctx context.Context) (PingResult, error) {
 
 // Exec runs a command.
 func (sb *Sandbox) Exec(ctx context.Context, req ExecRequest) (ExecResult, error) {
-	req.User, req.Cwd, req.Env = sb.b.runDefaults(req.User, req.Cwd, req.Env)
-	preq := req.proto()
-	if err := preq.Validate(); err != nil {
-		return ExecResult{}, mapErr(err)
-	}
-	a, err := sb.agent(ctx)
+	a, preq, err := sb.execStart(ctx, req)
 	if err != nil {
 		return ExecResult{}, err
 	}
-	sb.s.stats.Execs.Add(1)
 	r, err := a.Exec(ctx, preq)
 	return ExecResult{Stdout: r.Stdout, Stderr: r.Stderr, ExitCode: r.ExitCode, TimedOut: r.TimedOut, Truncated: r.Truncated,
 		Duration: time.Duration(r.DurationMs) * time.Millisecond}, sb.fail(err)
