@@ -3,7 +3,6 @@ package main
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -68,6 +67,9 @@ command's, as is all after "--".`,
 			if err != nil {
 				return err
 			}
+			if bg.tag != "" && !bg.on {
+				return usageErrorf("--tag names a background process: add --background")
+			}
 			if bg.on {
 				return runBackground(cmd, cl, daemon, id, tok, req, bg, asJSON)
 			}
@@ -83,17 +85,7 @@ command's, as is all after "--".`,
 	fs.StringVar(&user, "user", "", "run as this account, root or user (default: the sandbox's)")
 	fs.BoolVar(&shell, "shell", false, "join CMD and ARGs into one string run by /bin/sh -c")
 	fs.BoolVarP(&stdin, "stdin", "i", false, "send cove's standard input to the command")
-	fs.FuncP("env", "e", "set an environment variable, `K=V` (K alone: copy it from here); repeatable", func(s string) error {
-		k, v, ok := strings.Cut(s, "=")
-		if k == "" {
-			return fmt.Errorf("want K=V, got %q", s)
-		}
-		if !ok {
-			v = os.Getenv(k)
-		}
-		env[k] = v
-		return nil
-	})
+	addEnvFlag(fs, env, "set an environment variable")
 	addOutputFlags(fs, &asJSON, nil, "")
 	addBackgroundFlags(fs, &bg)
 	return cmd

@@ -67,14 +67,7 @@ followed by ^D at its end, on an 80x24 terminal.`,
 	fs.StringVar(&opts.User, "user", "", "run as this account, root or user (default: the sandbox's)")
 	fs.StringVar(&opts.Cwd, "cwd", "", "working directory in the sandbox (default: /work)")
 	fs.StringVar(&termName, "term", "", "TERM in the sandbox (default: the local $TERM on a terminal, else xterm-256color)")
-	fs.FuncP("env", "e", "set an environment variable, `K=V`; repeatable", func(s string) error {
-		k, v, ok := strings.Cut(s, "=")
-		if k == "" || !ok {
-			return fmt.Errorf("want K=V, got %q", s)
-		}
-		env[k] = v
-		return nil
-	})
+	addEnvFlag(fs, env, "set an environment variable")
 	return cmd
 }
 

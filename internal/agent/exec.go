@@ -102,26 +102,13 @@ func (a *Agent) newExecCmd(ctx context.Context, req agentproto.ExecRequest) (c *
 	if err := req.Validate(); err != nil {
 		return nil, nil, err
 	}
-	dir, err := a.execDir(req.Cwd)
-	if err != nil {
-		return nil, nil, err
-	}
-	argv := req.Args
-	if req.Shell != "" {
-		argv = []string{"/bin/sh", "-c", req.Shell}
-	}
-	acct, err := lookupUser(req.User)
-	if err != nil {
-		return nil, nil, err
-	}
-	// Later entries win (os/exec keeps the last of duplicate keys), so the
-	// request's entries override the defaults.
-	env := append(append(defaultEnv(), acct.env()...), req.Env...)
-
 	start := time.Now()
-	prog, err := lookPath(argv[0], envValue(env, "PATH"), dir)
+	rc, lookErr, err := a.resolveCommand(req.Args, req.Shell, req.Cwd, req.User, req.Env)
 	if err != nil {
-		res := notRunnable(argv[0], err, start)
+		return nil, nil, err
+	}
+	if lookErr != nil {
+		res := notRunnable(rc.argv[0], lookErr, start)
 		return nil, &res, nil
 	}
 	c = &execCmd{start: start}
@@ -130,15 +117,10 @@ func (a *Agent) newExecCmd(ctx context.Context, req agentproto.ExecRequest) (c *
 	} else {
 		c.ctx, c.cancel = context.WithCancel(ctx)
 	}
-	cmd := exec.CommandContext(c.ctx, prog)
-	cmd.Args = argv
-	cmd.Dir = dir
-	cmd.Env = env
+	cmd := a.cmd(c.ctx, rc)
 	if req.Stdin != nil {
 		cmd.Stdin = bytes.NewReader(req.Stdin)
 	}
-	cmd.SysProcAttr = a.procAttr()
-	cmd.SysProcAttr.Credential = acct.credential()
 	cmd.Cancel = func() error {
 		c.killed.Store(true)
 		return killGroup(cmd.Process.Pid)

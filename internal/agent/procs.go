@@ -127,28 +127,14 @@ func (a *Agent) ProcStart(ctx context.Context, req agentproto.ProcStartRequest) 
 
 // procCommand is the command req runs, as Exec would run it.
 func (a *Agent) procCommand(req agentproto.ExecRequest) (*exec.Cmd, error) {
-	dir, err := a.execDir(req.Cwd)
-	if err != nil {
+	c, lookErr, err := a.resolveCommand(req.Args, req.Shell, req.Cwd, req.User, req.Env)
+	switch {
+	case err != nil:
 		return nil, err
+	case lookErr != nil:
+		return nil, agentproto.Errorf(agentproto.CodeInvalid, "%s: %v", c.argv[0], lookErr)
 	}
-	argv := req.Args
-	if req.Shell != "" {
-		argv = []string{"/bin/sh", "-c", req.Shell}
-	}
-	acct, err := lookupUser(req.User)
-	if err != nil {
-		return nil, err
-	}
-	env := append(append(defaultEnv(), acct.env()...), req.Env...)
-	prog, err := lookPath(argv[0], envValue(env, "PATH"), dir)
-	if err != nil {
-		return nil, agentproto.Errorf(agentproto.CodeInvalid, "%s: %v", argv[0], err)
-	}
-	cmd := exec.Command(prog)
-	cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
-	cmd.SysProcAttr = a.procAttr()
-	cmd.SysProcAttr.Credential = acct.credential()
-	return cmd, nil
+	return a.cmd(nil, c), nil
 }
 
 // admitLocked refuses a start past maxRunning, or with a tag a running

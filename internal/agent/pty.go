@@ -33,50 +33,27 @@ func (a *Agent) StartPTY(_ context.Context, req agentproto.PTYRequest) (agentpro
 	if err := req.Validate(); err != nil {
 		return nil, err
 	}
-	dir, err := a.execDir(req.Cwd)
-	if err != nil {
-		return nil, err
-	}
-	acct, err := lookupUser(req.User)
-	if err != nil {
-		return nil, err
-	}
 	term := req.Term
 	if term == "" {
 		term = agentproto.DefaultTerm
 	}
-	env := append(append(defaultEnv(), acct.env()...), "TERM="+term)
-	env = append(env, req.Env...)
-	argv := req.Args
-	if len(argv) == 0 {
-		argv = loginShell(envValue(env, "PATH"), dir)
+	c, lookErr, err := a.resolveCommand(req.Args, "", req.Cwd, req.User, append([]string{"TERM=" + term}, req.Env...))
+	switch {
+	case err != nil:
+		return nil, err
+	case lookErr != nil:
+		return nil, agentproto.Errorf(agentproto.CodeInvalid, "%s: %v", c.argv[0], lookErr)
 	}
-	prog, err := lookPath(argv[0], envValue(env, "PATH"), dir)
-	if err != nil {
-		return nil, agentproto.Errorf(agentproto.CodeInvalid, "%s: %v", argv[0], err)
-	}
-	cmd := exec.Command(prog)
-	cmd.Args, cmd.Dir, cmd.Env = argv, dir, env
-	attr := a.procAttr()
+	cmd := a.cmd(nil, c)
 	// A session leader leads its process group already: setpgid would fail.
-	attr.Setpgid = false
-	attr.Setsid, attr.Setctty, attr.Ctty = true, true, 0
-	attr.Credential = acct.credential()
-	cmd.SysProcAttr = attr
+	cmd.SysProcAttr.Setpgid = false
+	cmd.SysProcAttr.Setsid, cmd.SysProcAttr.Setctty, cmd.SysProcAttr.Ctty = true, true, 0
 	t, err := startPTY(cmd, req.Cols, req.Rows)
 	if err != nil {
-		return nil, fmt.Errorf("start %s on a terminal: %w", argv[0], err)
+		return nil, fmt.Errorf("start %s on a terminal: %w", c.argv[0], err)
 	}
-	a.log.Debug("pty started", "argv", argv, "pid", t.pid, "user", req.User)
+	a.log.Debug("pty started", "argv", c.argv, "pid", t.pid, "user", req.User)
 	return t, nil
-}
-
-// loginShell is the command a terminal runs when the request names none.
-func loginShell(pathEnv, dir string) []string {
-	if _, err := lookPath("bash", pathEnv, dir); err == nil {
-		return []string{"bash", "-l"}
-	}
-	return []string{"/bin/sh", "-l"}
 }
 
 // ptyTerm is a command on a terminal: agentproto.PTY.

@@ -23,17 +23,11 @@ const execStreamSamples = 3
 // benchExecStream times StreamMiB of `head -c` output through a streamed
 // exec, and bufferedMiB through the buffered one, in a sandbox of its own.
 func (b *bencher) benchExecStream(ctx context.Context, info apitype.Info) result {
-	sbs, err := b.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: ttlWithin(info, time.Hour)})
-	for _, sb := range sbs {
-		defer b.destroy(ctx, sb.ID)
-	}
-	if err == nil && len(sbs) != 1 {
-		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
-	}
+	sb, err := b.createOne(ctx, info, apitype.CreateSandboxRequest{})
 	if err != nil {
 		return failedResult("exec_stream", unitMBps, fmt.Errorf("create a sandbox: %w", err))
 	}
-	sb := sbs[0]
+	defer b.destroy(ctx, sb.ID)
 	streamed := int64(b.o.StreamMiB) << 20
 	stream := func() (int64, error) {
 		var n countingWriter

@@ -91,18 +91,12 @@ func (b *bencher) runNet(ctx context.Context, info apitype.Info, add func(result
 	}
 	policy := &apitype.NetworkPolicy{AllowCIDRs: []string{netip.PrefixFrom(tn.Allowed, 32).String()},
 		AllowDomains: []string{testnet.AllowedName}}
-	sbs, err := b.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: ttlWithin(info, time.Hour), Network: policy})
-	for _, sb := range sbs {
-		defer b.destroy(ctx, sb.ID)
-	}
-	if err == nil && len(sbs) != 1 {
-		err = fmt.Errorf("asked for 1 sandbox, got %d", len(sbs))
-	}
+	sb, err := b.createOne(ctx, info, apitype.CreateSandboxRequest{Network: policy})
 	if err != nil {
 		b.failNet(add, fmt.Errorf("create the network sandbox: %w", err))
 		return
 	}
-	sb := sbs[0]
+	defer b.destroy(ctx, sb.ID)
 	b.logf("network sandbox %s, test servers at %s", sb.ID, tn.Prefix)
 	if b.o.EgressMiB > 0 {
 		add(b.benchEgress(ctx, sb, tn))

@@ -23,7 +23,7 @@ var errFirstByte = errors.New("first byte")
 // the same sandbox, timed in the same run.
 func (b *bencher) benchProcFirstByte(ctx context.Context, info apitype.Info) result {
 	const name = "proc_first_byte"
-	sb, err := b.createOne(ctx, info)
+	sb, err := b.createOne(ctx, info, apitype.CreateSandboxRequest{})
 	if err != nil {
 		return failedResult(name, unitMs, fmt.Errorf("create the sandbox: %w", err))
 	}

@@ -113,7 +113,7 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 // runWarm runs the benchmarks that share one warm sandbox: exec, eval
 // and file transfers.
 func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(result)) {
-	sb, err := b.createOne(ctx, info)
+	sb, err := b.createOne(ctx, info, apitype.CreateSandboxRequest{})
 	if err != nil {
 		err = fmt.Errorf("create the warm sandbox: %w", err)
 		for _, r := range []result{{Name: "exec", Unit: unitMs}, {Name: "eval", Unit: unitMs},
@@ -152,10 +152,11 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 	}
 }
 
-// createOne creates a sandbox for benchmarks of its own, living at most an
-// hour; the caller destroys it.
-func (b *bencher) createOne(ctx context.Context, info apitype.Info) (apitype.SandboxInfo, error) {
-	sbs, err := b.cl.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 1, TTLSecs: ttlWithin(info, time.Hour)})
+// createOne creates one sandbox of req for benchmarks of its own, living
+// at most an hour; the caller destroys it.
+func (b *bencher) createOne(ctx context.Context, info apitype.Info, req apitype.CreateSandboxRequest) (apitype.SandboxInfo, error) {
+	req.N, req.TTLSecs = 1, ttlWithin(info, time.Hour)
+	sbs, err := b.cl.CreateSandboxes(ctx, req)
 	if err == nil && len(sbs) == 1 {
 		return sbs[0], nil
 	}
