@@ -155,16 +155,7 @@ func (c *execCmd) run(out, errOut io.Writer, started func() error) (notRun *agen
 	// Wait's error is not needed: the process state says how the command
 	// ended.
 	_ = c.Wait()
-	for deadline := time.Now().Add(pipeMax); ; {
-		select {
-		case <-capt.drained:
-		case <-time.After(pipeGrace):
-			if !capt.settled() && time.Now().Before(deadline) {
-				continue
-			}
-		}
-		break
-	}
+	capt.wait()
 	return nil, nil
 }
 
@@ -280,6 +271,22 @@ func envValue(env []string, key string) string {
 type capture struct {
 	drained <-chan struct{} // closed once both pipes reach EOF
 	readers [2]*pipeReader
+}
+
+// wait waits, once the command has exited, until its output is read: to
+// the pipes' EOF, or, when a child it left behind holds them open, until
+// nothing more is in them (see pipeGrace), for pipeMax at most.
+func (c *capture) wait() {
+	for deadline := time.Now().Add(pipeMax); ; {
+		select {
+		case <-c.drained:
+		case <-time.After(pipeGrace):
+			if !c.settled() && time.Now().Before(deadline) {
+				continue
+			}
+		}
+		return
+	}
 }
 
 // settled reports whether everything written to the pipes so far is in

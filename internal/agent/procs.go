@@ -8,11 +8,8 @@ import (
 	"path/filepath"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"syscall"
 	"time"
-
-	"golang.org/x/sys/unix"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
 )
@@ -181,51 +178,45 @@ func (t *procTable) pruneLocked() {
 // start starts cmd with a stdin pipe and its output into p's ring, and
 // watches it to its end.
 func (p *bgProc) start(cmd *exec.Cmd, timeout time.Duration) error {
-	var files []*os.File // every pipe end made, closed on failure
-	pipe := func() (*os.File, *os.File, error) {
-		r, w, err := os.Pipe()
-		files = append(files, r, w)
-		return r, w, err
-	}
-	inR, inW, err := pipe()
+	inR, inW, err := os.Pipe()
 	if err != nil {
 		return err
 	}
-	outR, outW, err := pipe()
+	capt, err := captureOutput(cmd, streamTo{p.out, agentproto.Stdout}, streamTo{p.out, agentproto.Stderr})
 	if err != nil {
-		closeAll(files)
+		inR.Close()
+		inW.Close()
 		return err
 	}
-	errR, errW, err := pipe()
+	cmd.Stdin = inR
+	err = cmd.Start()
+	// The process holds its ends now; on failure the readers see EOF.
+	closeFiles(cmd.Stdout, cmd.Stderr)
+	inR.Close()
 	if err != nil {
-		closeAll(files)
-		return err
-	}
-	cmd.Stdin, cmd.Stdout, cmd.Stderr = inR, outW, errW
-	if err := cmd.Start(); err != nil {
-		closeAll(files)
+		inW.Close()
 		return fmt.Errorf("start %s: %w", cmd.Args[0], err)
 	}
-	closeAll([]*os.File{inR, outW, errW}) // the process holds its ends now
 	p.pid, p.started, p.stdin = cmd.Process.Pid, time.Now(), inW
-	readers := [2]*ringReader{{r: outR, stream: agentproto.Stdout, dst: p.out}, {r: errR, stream: agentproto.Stderr, dst: p.out}}
-	drained := make(chan struct{})
-	var wg sync.WaitGroup
-	for _, r := range readers {
-		wg.Go(r.run)
-	}
-	go func() {
-		wg.Wait()
-		close(drained)
-	}()
-	go p.watch(cmd, timeout, readers, drained)
+	go p.watch(cmd, timeout, capt)
 	return nil
+}
+
+// streamTo writes one of a process's streams into its ring.
+type streamTo struct {
+	r      *ring
+	stream byte
+}
+
+func (w streamTo) Write(b []byte) (int, error) {
+	w.r.append(w.stream, b)
+	return len(b), nil
 }
 
 // watch waits for the process to end, records how, and marks its output
 // complete once its pipes are drained: at their EOF, or, when a child it
 // left behind holds them open, once nothing more is in them.
-func (p *bgProc) watch(cmd *exec.Cmd, timeout time.Duration, readers [2]*ringReader, drained <-chan struct{}) {
+func (p *bgProc) watch(cmd *exec.Cmd, timeout time.Duration, capt *capture) {
 	var timedOut bool
 	var timer *time.Timer
 	var timerMu sync.Mutex
@@ -258,62 +249,8 @@ func (p *bgProc) watch(cmd *exec.Cmd, timeout time.Duration, readers [2]*ringRea
 	}
 	p.stdinMu.Unlock()
 	close(p.exited)
-	for deadline := time.Now().Add(pipeMax); ; {
-		select {
-		case <-drained:
-		case <-time.After(pipeGrace):
-			if !(readers[0].settled() && readers[1].settled()) && time.Now().Before(deadline) {
-				continue
-			}
-		}
-		break
-	}
+	capt.wait()
 	p.out.finish()
-}
-
-// ringReader copies one of a process's pipes into its ring.
-type ringReader struct {
-	r      *os.File
-	stream byte
-	dst    *ring
-	idle   atomic.Bool // in a Read, with all it read before in dst
-}
-
-// settled reports whether all the pipe held so far is in the ring.
-func (rr *ringReader) settled() bool {
-	if !rr.idle.Load() {
-		return false
-	}
-	rc, err := rr.r.SyscallConn()
-	if err != nil {
-		return true // closed: read to EOF
-	}
-	pending := 0
-	rc.Control(func(fd uintptr) { pending, _ = unix.IoctlGetInt(int(fd), unix.TIOCINQ) }) // FIONREAD
-	return pending == 0
-}
-
-func (rr *ringReader) run() {
-	defer rr.r.Close()
-	buf := make([]byte, 32<<10)
-	for {
-		rr.idle.Store(true)
-		n, err := rr.r.Read(buf)
-		rr.idle.Store(false)
-		rr.dst.append(rr.stream, buf[:n])
-		if err != nil {
-			rr.idle.Store(true)
-			return
-		}
-	}
-}
-
-func closeAll(files []*os.File) {
-	for _, f := range files {
-		if f != nil {
-			f.Close()
-		}
-	}
 }
 
 func (a *Agent) procTable() *procTable {
