@@ -75,30 +75,12 @@ func ServeConn(ctx context.Context, conn net.Conn, h Handler) error {
 
 func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 	defer st.Close()
-	var hdr Header
-	if err := ReadJSON(st, &hdr); err != nil {
-		var big *frameTooLarge
-		if errors.As(err, &big) {
-			// Read the call to its end rather than leave the host's write
-			// blocked on a full window, and say why it is refused.
-			if _, err := io.CopyN(io.Discard, st, int64(big.size)); err == nil {
-				writeResponse(st, nil, Errorf(CodeTooLarge, "%v", big))
-			}
-		}
+	hdr, ok := readHeader(st)
+	if !ok {
 		return
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-
-	// Calls without uploaded content watch the stream: the host closes it
-	// to cancel, which ends a running command.
-	watch := func() {
-		go func() {
-			var b [1]byte
-			st.Read(b[:])
-			cancel()
-		}()
-	}
 	decode := func(v any) error {
 		if len(hdr.Body) == 0 {
 			return nil
@@ -108,72 +90,99 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 		}
 		return nil
 	}
-
-	var (
-		out any
-		err error
-	)
 	switch hdr.Op {
+	case OpPut:
+		var req PutRequest
+		var out any
+		err := decode(&req)
+		if err == nil {
+			out, err = h.Put(ctx, req, NewDataReader(st))
+		}
+		writeResponse(st, out, err)
+		return
+	case OpGet:
+		var req GetRequest
+		if err := decode(&req); err != nil {
+			writeResponse(st, nil, err)
+			return
+		}
+		serveGet(ctx, st, h, req)
+		return
+	}
+	for _, serve := range streamServers(h) {
+		if serve(ctx, st, hdr.Op, decode) {
+			return
+		}
+	}
+	// Calls without uploaded content watch the stream: the host closes it
+	// to cancel, which ends a running command.
+	go func() {
+		var b [1]byte
+		st.Read(b[:])
+		cancel()
+	}()
+	out, handled, err := serveCall(ctx, h, hdr.Op, decode)
+	if !handled {
+		out, handled, err = serveFS(ctx, h, hdr.Op, decode)
+	}
+	if !handled {
+		err = Errorf(CodeInvalid, "unknown op %q", hdr.Op)
+	}
+	writeResponse(st, out, err)
+}
+
+// readHeader reads a call's Header. One over the frame limit is read to
+// its end rather than leave the host's write blocked on a full window,
+// and refused with the reason.
+func readHeader(st *yamux.Stream) (Header, bool) {
+	var hdr Header
+	err := ReadJSON(st, &hdr)
+	var big *frameTooLarge
+	if errors.As(err, &big) {
+		if _, err := io.CopyN(io.Discard, st, int64(big.size)); err == nil {
+			writeResponse(st, nil, Errorf(CodeTooLarge, "%v", big))
+		}
+	}
+	return hdr, err == nil
+}
+
+// serveCall serves op if it is one of the calls with a JSON answer and
+// no content; handled is false for any other op.
+func serveCall(ctx context.Context, h Handler, op string, decode func(any) error) (out any, handled bool, err error) {
+	switch op {
 	case OpPing:
-		watch()
 		out, err = h.Ping(ctx)
 	case OpExec:
 		var req ExecRequest
 		if err = decode(&req); err == nil {
-			watch()
 			out, err = h.Exec(ctx, req)
 		}
 	case OpEval:
 		var req EvalRequest
 		if err = decode(&req); err == nil {
-			watch()
 			out, err = h.Eval(ctx, req)
 		}
 	case OpList:
 		var req ListRequest
 		if err = decode(&req); err == nil {
-			watch()
 			out, err = h.List(ctx, req)
 		}
 	case OpWait:
 		var req WaitRequest
 		if err = decode(&req); err == nil {
-			watch()
 			out, err = h.Wait(ctx, req)
 		}
 	case OpWarm:
-		watch()
 		out, err = struct{}{}, h.Warm(ctx)
 	case OpRestored:
 		var req RestoredRequest
 		if err = decode(&req); err == nil {
-			watch()
 			out, err = struct{}{}, h.Restored(ctx, req)
 		}
-	case OpPut:
-		var req PutRequest
-		if err = decode(&req); err == nil {
-			out, err = h.Put(ctx, req, NewDataReader(st))
-		}
-	case OpGet:
-		var req GetRequest
-		if err = decode(&req); err == nil {
-			serveGet(ctx, st, h, req)
-			return
-		}
 	default:
-		for _, serve := range streamServers(h) {
-			if serve(ctx, st, hdr.Op, decode) {
-				return
-			}
-		}
-		watch()
-		var handled bool
-		if out, handled, err = serveFS(ctx, h, hdr.Op, decode); !handled {
-			err = Errorf(CodeInvalid, "unknown op %q", hdr.Op)
-		}
+		return nil, false, nil
 	}
-	writeResponse(st, out, err)
+	return out, true, err
 }
 
 // streamServers are the servers of the streaming ops, each concern's in
