@@ -63,7 +63,7 @@ func TestHostileInput(t *testing.T) {
 	t.Run("arguments", func(t *testing.T) {
 		for _, tc := range []struct{ name, body, want string }{
 			{"NUL in args", `{"args":["echo","a\u0000b"]}`, "args[1] contains a NUL byte"},
-			{"NUL in an env key", `{"shell":"true","env":{"K\u0000":"v"}}`, `env \"K\\x00\" contains a NUL byte`},
+			{"NUL in an env key", `{"shell":"true","env":{"K\u0000":"v"}}`, `env key \"K\\x00\": a name must be non-empty and have no '=' or NUL`},
 			{"NUL in an env value", `{"shell":"true","env":{"K":"v\u0000"}}`, `env \"K\" contains a NUL byte`},
 			{"NUL in shell", `{"shell":"echo \u0000"}`, "shell contains a NUL byte"},
 			{"NUL in cwd", `{"shell":"true","cwd":"/tmp\u0000"}`, "cwd contains a NUL byte"},
