@@ -39,6 +39,10 @@ type env struct {
 	// net is the test network every daemon's sandboxes may be allowed
 	// to reach: the only servers a network test talks to.
 	net *testnet.Net
+	// base is a snapshot of the default image on the shared daemon, which
+	// newSandbox restores from: a restore costs a fraction of a cold boot
+	// (under TCG, seconds less a test). Tests of cold boots create their own.
+	base string
 }
 
 var suite env // set once by TestMain, read-only after
@@ -87,6 +91,11 @@ func run(m *testing.M) int {
 		return 1
 	}
 	suite.shared = d
+	if err := buildBase(d); err != nil {
+		fmt.Fprintf(os.Stderr, "e2e: %v\n%s", err, d.logTail())
+		d.stop()
+		return 1
+	}
 	code := m.Run()
 	if code != 0 {
 		// What the daemon warned of is often the cause; CI shows only
@@ -346,9 +355,23 @@ func create(t *testing.T, d *daemon, req apitype.CreateSandboxRequest) []sandbox
 // of the test.
 func newSandbox(t *testing.T) sandbox {
 	t.Helper()
-	sb := create(t, suite.shared, apitype.CreateSandboxRequest{})[0]
+	sb := create(t, suite.shared, apitype.CreateSandboxRequest{SnapshotTag: suite.base})[0]
 	t.Cleanup(func() { suite.shared.c.DeleteSandbox(context.Background(), sb.id) })
 	return sb
+}
+
+// buildBase builds suite.base on d, without a warm pool: pooled sandboxes
+// would come and go behind the tests that count what the daemon holds.
+func buildBase(d *daemon) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
+	defer cancel()
+	none := 0
+	sn, err := d.c.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: "e2e-base", PoolSize: &none})
+	if err != nil {
+		return fmt.Errorf("build the suite's base snapshot: %w", err)
+	}
+	suite.base = sn.Tag
+	return nil
 }
 
 func execOK(t *testing.T, d *daemon, sb sandbox, shell string) string {
