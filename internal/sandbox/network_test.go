@@ -270,8 +270,13 @@ func TestSetNetwork(t *testing.T) {
 	waitFor(t, "the sandbox to die", func() bool { i, _ := e.svc.Get(info.ID); return i.Status == StatusDead })
 	_, err = e.svc.SetNetwork(ctx, info.ID, policyB)
 	wantErr(t, err, ErrDead)
+	// A death is recorded first and released after: the network goes
+	// with the rest of what the runtime held, and no change brings it back.
+	waitFor(t, "the dead sandbox's network to be released", func() bool { _, ok := n.policy(info.ID); return !ok })
+	_, err = e.svc.SetNetwork(ctx, info.ID, policyB)
+	wantErr(t, err, ErrDead)
 	if _, ok := n.policy(info.ID); ok {
-		t.Error("a dead sandbox is attached")
+		t.Error("a change attached a dead sandbox's network again")
 	}
 }
 
