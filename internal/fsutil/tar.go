@@ -38,6 +38,10 @@ type TarStats struct {
 	Links    int64 `json:"links"` // hard links
 	Skipped  int64 `json:"skipped"`
 	Bytes    int64 `json:"bytes"` // of regular files' content
+	// Whiteouts and XattrsSkipped count, with TarOptions.Whiteouts and
+	// Xattrs, the whiteouts applied and the xattrs the filesystem refused.
+	Whiteouts     int64 `json:"whiteouts,omitempty"`
+	XattrsSkipped int64 `json:"xattrs_skipped,omitempty"`
 }
 
 // ExtractTar extracts the tar stream r into root. Every name is opened
@@ -49,7 +53,16 @@ type TarStats struct {
 // set, owns every new entry. What came before a refused entry stays
 // written.
 func ExtractTar(ctx context.Context, root *os.Root, r io.Reader, owner *Owner) (TarStats, error) {
-	x := &extractor{root: root, owner: owner}
+	return ExtractTarOptions(ctx, root, r, TarOptions{Owner: owner})
+}
+
+// ExtractTarOptions is ExtractTar with the options of o (tarlayer.go):
+// what an image layer needs beyond a plain archive.
+func ExtractTarOptions(ctx context.Context, root *os.Root, r io.Reader, o TarOptions) (TarStats, error) {
+	x := &extractor{root: root, owner: o.Owner, opts: o}
+	if o.Whiteouts {
+		x.made = map[string]bool{}
+	}
 	err := x.run(tar.NewReader(ContextReader{ctx, r}))
 	return x.res, err
 }
@@ -71,6 +84,10 @@ func (r ContextReader) Read(p []byte) (int, error) {
 type extractor struct {
 	root  *os.Root
 	owner *Owner
+	opts  TarOptions
+	// made holds the names this stream wrote, when it applies whiteouts:
+	// an opaque directory hides only what lower layers put there.
+	made map[string]bool
 	// lastDir is the directory the last entry was in, known to be one:
 	// tar streams list a directory's files together.
 	lastDir string
@@ -99,9 +116,16 @@ func (x *extractor) run(tr *tar.Reader) error {
 		if err != nil {
 			return err
 		}
+		if done, err := x.whiteout(hdr, name); done || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
 		if err := x.entry(hdr, name, tr); err != nil {
 			return err
 		}
+		x.wrote(name)
 	}
 	// Deepest first, so that a read-only directory is made so after its
 	// children's times are set.
@@ -154,9 +178,9 @@ func (x *extractor) entry(hdr *tar.Header, name string, r io.Reader) error {
 	}
 	switch hdr.Typeflag {
 	case tar.TypeDir:
-		return x.mkdir(name, mode, hdr.ModTime)
+		return x.mkdir(name, mode, hdr)
 	case tar.TypeReg, tar.TypeRegA, tar.TypeGNUSparse:
-		return x.file(name, mode, hdr.ModTime, r)
+		return x.file(name, mode, hdr, r)
 	case tar.TypeSymlink:
 		if err := x.clear(name); err != nil {
 			return err
@@ -165,7 +189,7 @@ func (x *extractor) entry(hdr *tar.Header, name string, r io.Reader) error {
 			return x.fail(name, err)
 		}
 		x.res.Symlinks++
-		return x.fail(name, x.chown(name))
+		return x.fail(name, x.chownEntry(name, hdr))
 	case tar.TypeLink:
 		target, err := entryName(hdr.Linkname)
 		if err != nil {
@@ -207,7 +231,8 @@ func (x *extractor) mkdirs(entry, name string) error {
 	return x.fail(name, x.chown(name))
 }
 
-func (x *extractor) mkdir(name string, mode fs.FileMode, mtime time.Time) error {
+func (x *extractor) mkdir(name string, mode fs.FileMode, hdr *tar.Header) error {
+	mtime := hdr.ModTime
 	fi, err := x.root.Lstat(name)
 	switch {
 	case err == nil && !fi.IsDir():
@@ -224,13 +249,17 @@ func (x *extractor) mkdir(name string, mode fs.FileMode, mtime time.Time) error 
 			return x.fail(name, err)
 		}
 	}
+	if err := x.dirMeta(name, hdr); err != nil {
+		return x.fail(name, err)
+	}
 	x.dirs = append(x.dirs, dirMeta{name: name, mode: mode, mtime: mtime})
 	return nil
 }
 
 // file writes a regular file, replacing what is there; a symlink there is
 // replaced, never written through.
-func (x *extractor) file(name string, mode fs.FileMode, mtime time.Time, r io.Reader) error {
+func (x *extractor) file(name string, mode fs.FileMode, hdr *tar.Header, r io.Reader) error {
+	mtime := hdr.ModTime
 	// O_EXCL never follows a symlink: what is there is cleared first.
 	f, err := x.root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
 	if errors.Is(err, fs.ErrExist) {
@@ -242,13 +271,16 @@ func (x *extractor) file(name string, mode fs.FileMode, mtime time.Time, r io.Re
 	if err != nil {
 		return x.fail(name, err)
 	}
-	n, err := io.Copy(f, r)
+	n, err := x.copyContent(f, r)
 	x.res.Bytes += n
-	if err == nil && x.owner != nil {
-		err = f.Chown(x.owner.UID, x.owner.GID)
+	if uid, gid, ok := x.ownerOf(hdr); err == nil && ok {
+		err = f.Chown(uid, gid)
 	}
 	if err == nil {
 		err = f.Chmod(mode) // after the chown, which clears set-id bits
+	}
+	if err == nil {
+		err = x.setXattrs(f, hdr) // after the chown, which clears capabilities
 	}
 	if cerr := f.Close(); err == nil {
 		err = cerr
@@ -285,7 +317,7 @@ func (x *extractor) fail(name string, err error) error {
 		return nil
 	}
 	if strings.Contains(err.Error(), "path escapes from parent") || errors.Is(err, syscall.ELOOP) {
-		return &TarEntryError{Entry: name, Reason: fmt.Sprintf("would be written outside %s, through a symlink: nothing is written there", x.root.Name())}
+		return &TarEntryError{Entry: name, Reason: fmt.Sprintf("would be written outside %s, through a symlink: nothing is written there", x.rootName())}
 	}
 	return fmt.Errorf("tar entry %q: %w", name, err)
 }
