@@ -62,6 +62,11 @@ type Manifest struct {
 	SizeBytes   int64             `json:"size_bytes"`         // apparent size of the rootfs's files
 	Debian      string            `json:"debian,omitempty"`   // /etc/debian_version
 	Packages    map[string]string `json:"packages,omitempty"` // package -> installed version
+	// Imported images (oci.go): where the image came from ("ref REF",
+	// "archive NAME sha256:..."), its OCI manifest digest and its config.
+	Source string       `json:"source,omitempty"`
+	Digest string       `json:"digest,omitempty"`
+	Config *ImageConfig `json:"config,omitempty"`
 }
 
 // Image is a built image on disk.
