@@ -14,7 +14,6 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-
 )
 
 // addCoveFiles adds cove's files to the unpacked rootfs. The layers are
@@ -104,4 +103,3 @@ func hasAccount(rootfs, name string) (bool, error) {
 	}
 	return false, sc.Err()
 }
-
