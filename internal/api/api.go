@@ -50,6 +50,9 @@ type Config struct {
 	// PreviewHTTPSPort, if not zero, is the port of the daemon's HTTPS
 	// preview listener: exposed ports get an https_url on it too.
 	PreviewHTTPSPort int
+
+	// Images is the image store the /v1/images routes serve (images.go).
+	Images ImageStore
 }
 
 // Server is the REST API.
@@ -113,6 +116,7 @@ func (s *Server) routes() {
 	s.ptyRoutes(m)
 	s.procRoutes(m)
 	s.treeRoutes(m)
+	s.imageRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))

@@ -38,10 +38,6 @@ type TarStats struct {
 	Links    int64 `json:"links"` // hard links
 	Skipped  int64 `json:"skipped"`
 	Bytes    int64 `json:"bytes"` // of regular files' content
-	// Whiteouts and XattrsSkipped count, with TarOptions.Whiteouts and
-	// Xattrs, the whiteouts applied and the xattrs the filesystem refused.
-	Whiteouts     int64 `json:"whiteouts,omitempty"`
-	XattrsSkipped int64 `json:"xattrs_skipped,omitempty"`
 }
 
 // ExtractTar extracts the tar stream r into root. Every name is opened
@@ -59,7 +55,10 @@ func ExtractTar(ctx context.Context, root *os.Root, r io.Reader, owner *Owner) (
 // ExtractTarOptions is ExtractTar with the options of o (tarlayer.go):
 // what an image layer needs beyond a plain archive.
 func ExtractTarOptions(ctx context.Context, root *os.Root, r io.Reader, o TarOptions) (TarStats, error) {
-	x := &extractor{root: root, owner: o.Owner, opts: o}
+	x := &extractor{root: root, owner: o.Owner, opts: o, counts: o.Counts}
+	if x.counts == nil {
+		x.counts = &LayerCounts{}
+	}
 	if o.Whiteouts {
 		x.made = map[string]bool{}
 	}
@@ -87,7 +86,8 @@ type extractor struct {
 	opts  TarOptions
 	// made holds the names this stream wrote, when it applies whiteouts:
 	// an opaque directory hides only what lower layers put there.
-	made map[string]bool
+	made   map[string]bool
+	counts *LayerCounts
 	// lastDir is the directory the last entry was in, known to be one:
 	// tar streams list a directory's files together.
 	lastDir string

@@ -48,6 +48,15 @@ type TarOptions struct {
 	// RootName is how errors name root ("" is root.Name()): a caller
 	// answering a remote client keeps its host paths to itself.
 	RootName string
+	// Counts, if set, receives what the layer options did.
+	Counts *LayerCounts
+}
+
+// LayerCounts counts the whiteouts applied and the xattrs the filesystem
+// refused.
+type LayerCounts struct {
+	Whiteouts     int64
+	XattrsSkipped int64
 }
 
 func (x *extractor) rootName() string {
@@ -93,7 +102,7 @@ func (x *extractor) whiteout(hdr *tar.Header, name string) (done bool, err error
 	if err := x.root.RemoveAll(victim); err != nil {
 		return true, x.fail(hdr.Name, err)
 	}
-	x.res.Whiteouts++
+	x.counts.Whiteouts++
 	return true, nil
 }
 
@@ -118,7 +127,7 @@ func (x *extractor) opaque(entry, dir string) error {
 			return x.fail(entry, err)
 		}
 	}
-	x.res.Whiteouts++
+	x.counts.Whiteouts++
 	return nil
 }
 
@@ -183,7 +192,7 @@ func (x *extractor) setXattrs(f *os.File, hdr *tar.Header) error {
 	for name, v := range xattrsOf(hdr) {
 		err := unix.Fsetxattr(int(f.Fd()), name, []byte(v), 0)
 		if errors.Is(err, unix.ENOTSUP) {
-			x.res.XattrsSkipped++
+			x.counts.XattrsSkipped++
 			continue
 		}
 		if err != nil {

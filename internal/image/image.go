@@ -48,6 +48,10 @@ var (
 	// ErrCurrent means the image is its name's current image and so is
 	// what new sandboxes get: it cannot be removed.
 	ErrCurrent = errors.New("image is current")
+	// ErrInvalidName means a name or id is not one an image can have.
+	ErrInvalidName = errors.New("invalid image name or id")
+	// ErrTooLarge means an import's archive or content is over its bound.
+	ErrTooLarge = fsutil.ErrTooLarge
 )
 
 // Manifest describes a built image. It is written once, at build time.
@@ -85,7 +89,7 @@ var namePattern = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]{0,99}$`)
 
 func checkName(s string) error {
 	if !namePattern.MatchString(s) {
-		return fmt.Errorf("invalid image name or id %q", s)
+		return fmt.Errorf("%w %q", ErrInvalidName, s)
 	}
 	return nil
 }

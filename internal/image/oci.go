@@ -278,6 +278,7 @@ func (b *builder) unpackLayers(ctx context.Context, img v1.Image, rootfs string,
 		size, _ := l.Size()
 		name := fmt.Sprintf("import: layer %d/%d %.19s (%s)", i+1, len(layers), d.String(), humanize.IBytes(uint64(size)))
 		var st fsutil.TarStats
+		var counts fsutil.LayerCounts
 		err := b.prog.step(name, nil, func() error {
 			rc, err := l.Uncompressed()
 			if err != nil {
@@ -286,7 +287,7 @@ func (b *builder) unpackLayers(ctx context.Context, img v1.Image, rootfs string,
 			defer rc.Close()
 			st, err = fsutil.ExtractTarOptions(ctx, root, rc, fsutil.TarOptions{
 				KeepOwners: true, Whiteouts: true, Xattrs: true,
-				MaxBytes: maxBytes - total, RootName: "the image's root",
+				MaxBytes: maxBytes - total, RootName: "the image's root", Counts: &counts,
 			})
 			return err
 		})
@@ -295,7 +296,7 @@ func (b *builder) unpackLayers(ctx context.Context, img v1.Image, rootfs string,
 			return layerError(i+1, err)
 		}
 		b.prog.printf("import: layer %d/%d: %d files, %d directories, %d whiteouts, %s", i+1, len(layers),
-			st.Files, st.Dirs, st.Whiteouts, humanize.IBytes(uint64(st.Bytes)))
+			st.Files, st.Dirs, counts.Whiteouts, humanize.IBytes(uint64(st.Bytes)))
 	}
 	return nil
 }
@@ -319,6 +320,10 @@ func layerError(n int, err error) error {
 	}
 	return fmt.Errorf("layer %d: %w", n, err)
 }
+
+// ScrubPath keeps dir, a host path, out of err's message (as Import's
+// errors do), for an answer to a remote client.
+func ScrubPath(err error, dir string) error { return scrubPath(err, dir) }
 
 // scrubPath keeps dir, a host path, out of err's message; errors.Is and
 // errors.As still see through it.
