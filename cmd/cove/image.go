@@ -15,18 +15,20 @@ import (
 	"github.com/cove-sandbox/cove/internal/image"
 )
 
-func newImageCmd() *cobra.Command {
+func newImageCmd(cfg *clientConfig) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "image",
 		Short: "Build, list and remove guest images",
 		Long: `Guest images are the root filesystems sandboxes boot from, kept in an
 image store directory on the daemon's host (` + image.DefaultDir + `).`,
 		Example: `  cove image build --agent bin/cove-agent
+  cove image import image.tar --name mine
   cove image ls`,
 		Args: cobra.ArbitraryArgs,
 		RunE: needSubcommand,
 	}
-	cmd.AddCommand(newImageBuildCmd(), newImageLsCmd(), newImageRmCmd())
+	cmd.AddCommand(newImageBuildCmd(), newImageLsCmd(), newImageRmCmd(),
+		newImageImportCmd(cfg), newImagePullCmd(cfg))
 	return cmd
 }
 
