@@ -10,6 +10,8 @@ import (
 	"slices"
 	"syscall"
 	"testing"
+
+	"golang.org/x/sys/unix"
 )
 
 func layerTar(t *testing.T, hdrs []tar.Header) *bytes.Buffer {
@@ -95,9 +97,16 @@ func TestExtractKeepOwners(t *testing.T) {
 		{Name: "home/u/", Typeflag: tar.TypeDir, Mode: 0o750, Uid: 1000, Gid: 1000},
 		{Name: "home/u/run", Typeflag: tar.TypeReg, Mode: 0o755, Uid: 1000, Gid: 100, Linkname: "#!/bin/sh\n"},
 		{Name: "home/u/l", Typeflag: tar.TypeSymlink, Linkname: "run", Uid: 1000, Gid: 1000},
+		{Name: "home/u/x", Typeflag: tar.TypeReg, Linkname: "x", Format: tar.FormatPAX,
+			PAXRecords: map[string]string{"SCHILY.xattr.user.cove": "yes"}},
 	}
-	if _, err := ExtractTarOptions(context.Background(), root, layerTar(t, hdrs), TarOptions{KeepOwners: true, Xattrs: true}); err != nil {
+	var counts LayerCounts
+	if _, err := ExtractTarOptions(context.Background(), root, layerTar(t, hdrs), TarOptions{KeepOwners: true, Xattrs: true, Counts: &counts}); err != nil {
 		t.Fatal(err)
+	}
+	buf := make([]byte, 16)
+	if n, err := unix.Getxattr(filepath.Join(d, "home/u/x"), "user.cove", buf); counts.XattrsSkipped == 0 && (err != nil || string(buf[:n]) != "yes") {
+		t.Errorf("xattr user.cove: %q %v", buf[:n], err)
 	}
 	for _, c := range []struct {
 		name     string

@@ -4,13 +4,19 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
+	"log"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
 	"syscall"
 	"testing"
 
+	"github.com/google/go-containerregistry/pkg/name"
+	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/image/ocigen"
@@ -167,5 +173,39 @@ func TestImportTooLarge(t *testing.T) {
 	_, err := image.Import(context.Background(), dir, image.ImportOptions{Name: "big", Reader: bytes.NewReader(make([]byte, 4096)), Agent: agentFile(t), MaxBytes: 1024})
 	if err == nil || !strings.Contains(err.Error(), "size limit") {
 		t.Fatalf("err %v", err)
+	}
+}
+
+// TestImportRef pulls from a registry (go-containerregistry's own, in
+// memory, over plain HTTP on the loopback).
+func TestImportRef(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("owners need root")
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/cove/test:1"
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	var prog bytes.Buffer
+	got, err := image.Import(context.Background(), dir, image.ImportOptions{Name: "pulled", Ref: ref, Agent: agentFile(t), Progress: &prog})
+	if err != nil {
+		t.Fatalf("%v\n%s", err, prog.String())
+	}
+	if got.Manifest.Source != "ref "+ref || !strings.Contains(prog.String(), "layer 2/2") {
+		t.Errorf("source %q, progress:\n%s", got.Manifest.Source, prog.String())
+	}
+	if _, err := os.Lstat(filepath.Join(got.Rootfs, "data/gone")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("whiteout not applied: %v", err)
+	}
+	_, err = image.Import(context.Background(), dir, image.ImportOptions{Name: "nope", Ref: strings.TrimPrefix(srv.URL, "http://") + "/cove/missing:1", Agent: agentFile(t)})
+	if err == nil || !strings.Contains(err.Error(), "missing") {
+		t.Errorf("pull of a missing image: %v", err)
 	}
 }
