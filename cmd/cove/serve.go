@@ -143,6 +143,9 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	images := imageResolver{dir: f.imageDir}
+	if err := image.CleanStale(f.imageDir); err != nil {
+		log.Warn("remove the leftovers of interrupted image imports", "dir", f.imageDir, "err", err)
+	}
 	rt, be, err := openRuntime(ctx, f, filepath.Join(state, "sandboxes"), images, log)
 	if err != nil {
 		return err

@@ -276,27 +276,31 @@ func (b *builder) unpackLayers(ctx context.Context, img v1.Image, rootfs string,
 	for i, l := range layers {
 		d, _ := l.Digest()
 		size, _ := l.Size()
-		name := fmt.Sprintf("import: layer %d/%d %.19s (%s)", i+1, len(layers), d.String(), humanize.IBytes(uint64(size)))
+		label := fmt.Sprintf("import: layer %d/%d", i+1, len(layers))
+		b.prog.printf("%s %.19s (%s compressed) ...", label, d.String(), humanize.IBytes(uint64(size)))
 		var st fsutil.TarStats
 		var counts fsutil.LayerCounts
-		err := b.prog.step(name, nil, func() error {
-			rc, err := l.Uncompressed()
-			if err != nil {
-				return err
-			}
-			defer rc.Close()
-			st, err = fsutil.ExtractTarOptions(ctx, root, rc, fsutil.TarOptions{
+		t0 := time.Now()
+		rc, err := l.Uncompressed()
+		if err != nil {
+			return layerError(i+1, err)
+		}
+		cr := &countingReader{r: rc}
+		err = b.withByteProgress(label+" unpacking", cr, func() error {
+			var err error
+			st, err = fsutil.ExtractTarOptions(ctx, root, cr, fsutil.TarOptions{
 				KeepOwners: true, Whiteouts: true, Xattrs: true,
 				MaxBytes: maxBytes - total, RootName: "the image's root", Counts: &counts,
 			})
 			return err
 		})
+		rc.Close()
 		total += st.Bytes
 		if err != nil {
 			return layerError(i+1, err)
 		}
-		b.prog.printf("import: layer %d/%d: %d files, %d directories, %d whiteouts, %s", i+1, len(layers),
-			st.Files, st.Dirs, counts.Whiteouts, humanize.IBytes(uint64(st.Bytes)))
+		b.prog.printf("%s: %d files, %d directories, %d whiteouts, %s, in %.1fs", label,
+			st.Files, st.Dirs, counts.Whiteouts, humanize.IBytes(uint64(st.Bytes)), time.Since(t0).Seconds())
 	}
 	return nil
 }

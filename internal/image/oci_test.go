@@ -209,3 +209,20 @@ func TestImportRef(t *testing.T) {
 		t.Errorf("pull of a missing image: %v", err)
 	}
 }
+
+// TestCleanStale removes a killed import's work, and leaves images.
+func TestCleanStale(t *testing.T) {
+	dir := t.TempDir()
+	os.WriteFile(filepath.Join(dir, ".lock"), nil, 0o644)
+	os.MkdirAll(filepath.Join(dir, ".tmp-import-123", "x"), 0o755)
+	os.MkdirAll(filepath.Join(dir, "img-0123456789ab", "rootfs"), 0o755)
+	if err := image.CleanStale(dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".tmp-import-123")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("leftover kept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "img-0123456789ab")); err != nil {
+		t.Errorf("image removed: %v", err)
+	}
+}

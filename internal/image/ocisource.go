@@ -71,7 +71,13 @@ func spool(ctx context.Context, b *builder, p string, r io.Reader, max int64) er
 	if err != nil {
 		return err
 	}
-	n, err := io.Copy(f, io.LimitReader(fsutil.ContextReader{Ctx: ctx, R: r}, max+1))
+	cr := &countingReader{r: io.LimitReader(fsutil.ContextReader{Ctx: ctx, R: r}, max+1)}
+	var n int64
+	err = b.withByteProgress("import: receiving the archive", cr, func() error {
+		var err error
+		n, err = io.Copy(f, cr)
+		return err
+	})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

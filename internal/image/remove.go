@@ -80,3 +80,21 @@ func RemoveName(ctx context.Context, dir, name string) ([]string, error) {
 	}
 	return removed, nil
 }
+
+// CleanStale removes what killed builds and imports left in dir (their
+// .tmp- directories), unless a build or import holds the store's lock
+// now: then that one cleans up when it is done. The daemon calls it at
+// start, so that a SIGKILL during an import leaks nothing for long.
+func CleanStale(dir string) error {
+	if _, err := os.Stat(filepath.Join(dir, ".lock")); err != nil {
+		return nil // no build ever ran here
+	}
+	now, cancel := context.WithCancel(context.Background())
+	cancel() // one try, no waiting
+	unlock, err := lockDir(now, dir, nil)
+	if err != nil {
+		return nil // held: its holder removes the leftovers
+	}
+	defer unlock()
+	return errors.Join(removeStale(dir), removeStale(filepath.Join(dir, "base")))
+}
