@@ -112,12 +112,24 @@ func importImage(ctx context.Context, dir string, o ImportOptions) (Image, error
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return Image{}, err
 	}
+	if o.Reader != nil {
+		sp, release, err := newSpool(dir)
+		if err != nil {
+			return Image{}, err
+		}
+		defer release()
+		p := filepath.Join(sp, "upload")
+		if err := spool(ctx, b, p, o.Reader, o.MaxBytes); err != nil {
+			return Image{}, err
+		}
+		o.Reader, o.Archive = nil, p
+	}
 	unlock, err := lockDir(ctx, dir, func() { b.prog.printf("import: waiting for another build to finish") })
 	if err != nil {
 		return Image{}, err
 	}
 	defer unlock()
-	if err := removeStale(dir); err != nil {
+	if err := errors.Join(removeStale(dir), removeDeadSpools(dir)); err != nil {
 		return Image{}, fmt.Errorf("remove stale builds: %w", err)
 	}
 	work, err := os.MkdirTemp(dir, tmpPrefix+"import-")

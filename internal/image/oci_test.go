@@ -216,8 +216,20 @@ func TestCleanStale(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, ".lock"), nil, 0o644)
 	os.MkdirAll(filepath.Join(dir, ".tmp-import-123", "x"), 0o755)
 	os.MkdirAll(filepath.Join(dir, "img-0123456789ab", "rootfs"), 0o755)
+	os.MkdirAll(filepath.Join(dir, ".spool-dead"), 0o755)
+	os.WriteFile(filepath.Join(dir, ".spool-dead", ".lock"), nil, 0o600)
+	os.MkdirAll(filepath.Join(dir, ".spool-live"), 0o755)
+	live, _ := os.Create(filepath.Join(dir, ".spool-live", ".lock"))
+	defer live.Close()
+	syscall.Flock(int(live.Fd()), syscall.LOCK_EX)
 	if err := image.CleanStale(dir); err != nil {
 		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".spool-dead")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("dead spool kept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, ".spool-live")); err != nil {
+		t.Errorf("live spool removed: %v", err)
 	}
 	if _, err := os.Stat(filepath.Join(dir, ".tmp-import-123")); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("leftover kept: %v", err)

@@ -38,18 +38,12 @@ type source struct {
 	desc string
 }
 
-// openSource opens the image o names. work is a scratch directory for a
-// spooled upload or an unpacked layout tar.
+// openSource opens the image o names (an upload is spooled by now, as
+// Archive). work is a scratch directory for an unpacked layout tar.
 func openSource(ctx context.Context, b *builder, work string, o ImportOptions) (source, error) {
 	switch {
 	case o.Ref != "":
 		return openRef(ctx, b, o.Ref)
-	case o.Reader != nil:
-		p := filepath.Join(work, "upload")
-		if err := spool(ctx, b, p, o.Reader, o.MaxBytes); err != nil {
-			return source{}, err
-		}
-		return openArchive(ctx, b, work, p, "upload", o.MaxBytes)
 	}
 	fi, err := os.Stat(o.Archive)
 	if err != nil {

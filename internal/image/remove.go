@@ -96,5 +96,5 @@ func CleanStale(dir string) error {
 		return nil // held: its holder removes the leftovers
 	}
 	defer unlock()
-	return errors.Join(removeStale(dir), removeStale(filepath.Join(dir, "base")))
+	return errors.Join(removeStale(dir), removeStale(filepath.Join(dir, "base")), removeDeadSpools(dir))
 }
