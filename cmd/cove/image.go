@@ -121,15 +121,19 @@ func newImageLsCmd() *cobra.Command {
 // printImages writes image ls's table.
 func printImages(w io.Writer, imgs []image.Image) error {
 	tw := newTable(w)
-	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSIZE\tCURRENT")
+	fmt.Fprintln(tw, "ID\tNAME\tCREATED\tSIZE\tCURRENT\tSOURCE")
 	for _, img := range imgs {
 		cur := ""
 		if img.Current {
 			cur = "*"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", img.ID, img.Name,
+		src := img.Manifest.Source // imported from OCI
+		if src == "" {
+			src = "cove image build"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", img.ID, img.Name,
 			img.Manifest.Created.Local().Format("2006-01-02 15:04:05"),
-			humanize.IBytes(uint64(img.Manifest.SizeBytes)), cur)
+			humanize.IBytes(uint64(img.Manifest.SizeBytes)), cur, src)
 	}
 	return tw.Flush()
 }
