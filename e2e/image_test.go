@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -210,4 +211,56 @@ func storeEntries(t *testing.T) string {
 		names = append(names, e.Name())
 	}
 	return strings.Join(names, " ")
+}
+
+// TestImageImportKilled: a daemon SIGKILLed while an upload streams in
+// leaves its spool behind, and removes it when it starts again; no image
+// of the name is made.
+func TestImageImportKilled(t *testing.T) {
+	d, err := startDaemon(filepath.Join(suite.tmp, "import-killed-"+randomHex(4)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer d.stop()
+	var archive bytes.Buffer
+	if err := ocigen.WriteLayoutTar(context.Background(), &archive, testOCIImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	before := spools(t)
+	pr, pw := io.Pipe()
+	defer pw.Close()
+	name := "e2e-killed-" + randomHex(4)
+	go d.c.ImportImage(context.Background(), name, pr, nil) // fails when the daemon dies
+	go pw.Write(archive.Bytes()[:archive.Len()/2])          // then the upload stalls
+	deadline := time.Now().Add(time.Minute)
+	for len(spools(t)) <= len(before) {
+		if time.Now().After(deadline) {
+			t.Fatalf("no spool appeared in the image store; daemon log:\n%s", d.logTail())
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	d.kill9()
+	if len(spools(t)) <= len(before) {
+		t.Fatal("the spool went with the daemon: nothing to check")
+	}
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	if got := spools(t); len(got) != len(before) {
+		t.Errorf("after the restart the store holds the spools %v, want %v", got, before)
+	}
+	if _, err := d.c.GetImage(context.Background(), name); !errors.Is(err, client.ErrNotFound) {
+		t.Errorf("get %s: %v, want not found", name, err)
+	}
+}
+
+// spools lists the image store's upload spools.
+func spools(t *testing.T) []string {
+	var out []string
+	for _, e := range strings.Fields(storeEntries(t)) {
+		if strings.HasPrefix(e, ".spool-") {
+			out = append(out, e)
+		}
+	}
+	return out
 }
