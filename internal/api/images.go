@@ -75,6 +75,11 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, fmt.Errorf("%w: name is required (POST /v1/images?name=NAME)", sandbox.ErrInvalid))
 		return
 	}
+	if o.Name == s.defaultImage() {
+		// It would become what every sandbox without an image boots.
+		s.fail(w, r, fmt.Errorf("%w: %q is the daemon's default image: import under another name", sandbox.ErrConflict, o.Name))
+		return
+	}
 	if o.Ref == "" {
 		o.Reader = r.Body
 	}
@@ -104,6 +109,14 @@ func (s *Server) importImage(w http.ResponseWriter, r *http.Request) {
 	}
 	info := imageInfo(img)
 	es.send(apitype.ImageImportEvent{Image: &info})
+}
+
+// defaultImage is the daemon's default image name.
+func (s *Server) defaultImage() string {
+	if s.cfg.Images.Default != "" {
+		return s.cfg.Images.Default
+	}
+	return image.DefaultName
 }
 
 // importAgent is the agent binary imports add.
@@ -165,7 +178,7 @@ func (s *Server) getImage(w http.ResponseWriter, r *http.Request) {
 // or one image by id. An image a sandbox or snapshot uses is refused.
 func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 	dir, name := s.cfg.Images.Dir, r.PathValue("name")
-	if name == s.cfg.Images.Default || (s.cfg.Images.Default == "" && name == image.DefaultName) {
+	if name == s.defaultImage() {
 		s.fail(w, r, fmt.Errorf("%w: %q is the daemon's default image", sandbox.ErrConflict, name))
 		return
 	}

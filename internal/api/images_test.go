@@ -88,6 +88,7 @@ func TestImagesAPIBad(t *testing.T) {
 	}{
 		{"/v1/images", "x", "name is required", 400},
 		{"/v1/images?name=../x", "x", "invalid image name", 400},
+		{"/v1/images?name=default", "x", "default image", 409},
 		{"/v1/images?name=ok", strings.Repeat("junk", 300), "not a valid tar archive", 400},
 		{"/v1/images?name=ok&ref=bad::ref", "", "reference", 400},
 	} {
