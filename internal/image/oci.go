@@ -255,7 +255,7 @@ func (b *builder) makeImported(ctx context.Context, img v1.Image, m Manifest, ag
 	if m.SizeBytes, err = treeSize(rootfs); err != nil {
 		return Image{}, err
 	}
-	m.Debian, m.Packages = packageVersions(rootfs)
+	m.Debian, m.Packages = importedPackages(rootfs)
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return Image{}, err

@@ -138,6 +138,10 @@ func TestImportBad(t *testing.T) {
 	if err := ocigen.WriteLayoutTar(ctx, &link, testImage(t, ocigen.Symlink("etc/sudoers.d", "/etc"))); err != nil {
 		t.Fatal(err)
 	}
+	var passwd bytes.Buffer
+	if err := ocigen.WriteLayoutTar(ctx, &passwd, testImage(t, ocigen.Symlink("etc/passwd", "/etc/shadow"))); err != nil {
+		t.Fatal(err)
+	}
 	tests := []struct {
 		name string
 		data []byte
@@ -147,6 +151,7 @@ func TestImportBad(t *testing.T) {
 		{"truncated", good.Bytes()[:good.Len()/2], "truncated"},
 		{"dot dot", escape.Bytes(), `"../escape"`},
 		{"symlinked etc dir", link.Bytes(), "/etc/sudoers.d is a symlink"},
+		{"symlinked passwd", passwd.Bytes(), "/etc/passwd is not a regular file"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

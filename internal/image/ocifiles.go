@@ -31,6 +31,13 @@ func addCoveFiles(rootfs string, agent []byte) error {
 			return err
 		}
 	}
+	// The account databases are read and rewritten: one that is a symlink
+	// would copy what it points to on the host into the guest.
+	for _, p := range []string{"/etc/passwd", "/etc/group", "/etc/shadow", "/etc/gshadow"} {
+		if fi, err := os.Lstat(filepath.Join(rootfs, p)); err == nil && !fi.Mode().IsRegular() {
+			return fmt.Errorf("%w: %s is not a regular file in the image", ErrBadImage, p)
+		}
+	}
 	for _, d := range r.Dirs {
 		if err := makeGuestDir(rootfs, d.Path, d.Mode); err != nil {
 			return fmt.Errorf("make %s: %w", d.Path, err)
@@ -102,4 +109,23 @@ func hasAccount(rootfs, name string) (bool, error) {
 		}
 	}
 	return false, sc.Err()
+}
+
+// guestRegular reports whether guest path p is a regular file reached
+// through no symlink: safe for the host to read.
+func guestRegular(rootfs, p string) bool {
+	if checkNoSymlink(rootfs, path.Dir(p)) != nil {
+		return false
+	}
+	fi, err := os.Lstat(filepath.Join(rootfs, p))
+	return err == nil && fi.Mode().IsRegular()
+}
+
+// importedPackages is packageVersions for an untrusted rootfs: files that
+// are not plainly there are not read.
+func importedPackages(rootfs string) (debian string, pkgs map[string]string) {
+	if !guestRegular(rootfs, "/etc/debian_version") || !guestRegular(rootfs, "/var/lib/dpkg/status") {
+		return "", nil
+	}
+	return packageVersions(rootfs)
 }
