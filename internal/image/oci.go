@@ -162,10 +162,12 @@ func (b *builder) importFrom(ctx context.Context, src source, o ImportOptions, a
 	id := o.Name + "-" + key[:12]
 	dir := b.opts.Dir
 	img, err := load(dir, id)
+	made := false
 	switch {
 	case err == nil:
 		b.prog.printf("import: %s is up to date", id)
 	case errors.Is(err, ErrNotFound):
+		made = true
 		b.prog.printf("import: %s from %s (%s)", id, src.desc, digest)
 		m := Manifest{ID: id, Name: o.Name, Key: key, AgentSHA256: sha256Hex(agent), Source: src.desc,
 			Digest: digest.String(), Config: imageConfig(cfg)}
@@ -175,15 +177,24 @@ func (b *builder) importFrom(ctx context.Context, src source, o ImportOptions, a
 	default:
 		return Image{}, err
 	}
+	// The VM artifacts before the name moves: a failed import leaves the
+	// name as it was, and no image that QEMU cannot boot.
+	if b.opts.VM {
+		if err := b.ensureVM(ctx, img); err != nil {
+			if made {
+				// Renamed first, so that a half-removed image is never seen as one.
+				tmp := filepath.Join(dir, tmpPrefix+"rm-"+id)
+				if rerr := errors.Join(os.Rename(img.Dir, tmp), removeTree(tmp)); rerr != nil {
+					b.log.Warn("remove the image of a failed import", "id", id, "err", rerr)
+				}
+			}
+			return Image{}, err
+		}
+	}
 	if err := setCurrent(dir, o.Name, id); err != nil {
 		return Image{}, err
 	}
 	img.Current = true
-	if b.opts.VM {
-		if err := b.ensureVM(ctx, img); err != nil {
-			return Image{}, err
-		}
-	}
 	b.prog.printf("import: %s ready in %.1fs, %s", id, time.Since(start).Seconds(), humanize.IBytes(uint64(img.Manifest.SizeBytes)))
 	b.log.Info("image imported", "id", id, "source", src.desc, "elapsed", time.Since(start))
 	return img, nil
