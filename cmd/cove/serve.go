@@ -40,6 +40,7 @@ type serveFlags struct {
 	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar int
 
 	defaultDisk, maxDisk, defaultPids, maxPids, openFiles, memBudget int
+	maxImportMiB                                                     int64
 	overcommit                                                       float64
 
 	netFlags
@@ -66,6 +67,7 @@ are re-attached at its next start.`,
 	fs.StringVar(&f.addr, "addr", "127.0.0.1:8080", "address to listen on")
 	fs.StringVar(&f.stateDir, "state-dir", "/var/lib/cove", "where the database and sandbox state live")
 	fs.StringVar(&f.imageDir, "image-dir", "/var/lib/cove/images", "where guest images live (cove image build)")
+	fs.Int64Var(&f.maxImportMiB, "max-image-import-mib", image.DefaultImportMaxBytes>>20, "most MiB an image import (POST /v1/images) may upload, and unpack")
 	fs.StringVar(&f.defaultImage, "image", "default", "image for sandboxes that name none")
 	fs.StringVar(&f.apiKeyFile, "api-key-file", defaultAPIKeyFile, "API key file; created with a new key if missing")
 	deprecatedAlias(fs, "api-key-file", "token-file")
@@ -238,7 +240,7 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 	})
 	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort,
-		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage}})
+		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage, MaxBytes: f.maxImportMiB << 20}})
 	newServer := func(handler http.Handler) *http.Server {
 		return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
