@@ -101,3 +101,14 @@ func TestImagesAPIBad(t *testing.T) {
 		t.Errorf("delete a missing image: %d %s", resp.StatusCode, body)
 	}
 }
+
+// TestImagesAPITooLarge: an upload past the bound is a 413.
+func TestImagesAPITooLarge(t *testing.T) {
+	agent := filepath.Join(t.TempDir(), "cove-agent")
+	os.WriteFile(agent, []byte("agent"), 0o755)
+	s := newServer(t, func(c *Config) { c.Images = ImageStore{Dir: t.TempDir(), Agent: agent, MaxBytes: 1024} })
+	resp, body := s.do(t, "POST", "/v1/images?name=big", bytes.NewReader(make([]byte, 4096)), nil)
+	if resp.StatusCode != http.StatusRequestEntityTooLarge || !strings.Contains(string(body), "size limit") {
+		t.Errorf("import past the bound: %d %s", resp.StatusCode, body)
+	}
+}
