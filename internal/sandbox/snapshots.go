@@ -389,7 +389,7 @@ func (s *Service) Snapshots() []SnapshotInfo {
 	defer s.mu.Unlock()
 	out := make([]SnapshotInfo, 0, len(s.snapshots))
 	for _, sn := range s.snapshots {
-		if sn.ready {
+		if sn.ready && !HiddenTag(sn.rec.Tag) {
 			out = append(out, s.snapInfoLocked(sn))
 		}
 	}
