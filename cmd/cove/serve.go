@@ -26,6 +26,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
 	"github.com/cove-sandbox/cove/internal/runtime/qemu"
 	"github.com/cove-sandbox/cove/internal/sandbox"
+	"github.com/cove-sandbox/cove/internal/template"
 	"github.com/cove-sandbox/cove/internal/store"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
@@ -187,12 +188,18 @@ func runServe(ctx context.Context, f serveFlags) error {
 		})
 	}
 	be.version = rt.Version(ctx)
-	return serveHTTP(ctx, f, state, key, svc, be, presets, log)
+	tm := template.New(template.Config{Service: svc, Store: st, TmpDir: state, Logger: log})
+	bg.Go(func() {
+		if err := tm.Recover(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("template recovery", "err", err)
+		}
+	})
+	return serveHTTP(ctx, f, state, key, svc, tm, be, presets, log)
 }
 
 // serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and
 // preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
-func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, be backendInfo, presets []string, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
 	prev, tlsCfg, caPath, err := openPreview(f, state, svc, log)
 	if err != nil {
@@ -233,7 +240,7 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
 		Version: version, Logger: log,
 	})
-	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
+	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort})
 	newServer := func(handler http.Handler) *http.Server {
 		return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}

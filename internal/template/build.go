@@ -1,6 +1,7 @@
 package template
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -52,16 +53,19 @@ func New(cfg Config) *Manager {
 
 // BuildOptions are the inputs of Build.
 type BuildOptions struct {
-	Name       string
-	Dockerfile []byte
-	BuildArgs  map[string]string
-	Context    io.Reader // a tar stream; nil for none
+	Name string
+	// Dockerfile is the Dockerfile; nil: the context's entry at
+	// DockerfilePath ("": "Dockerfile").
+	Dockerfile     []byte
+	DockerfilePath string
+	BuildArgs      map[string]string
+	Context        io.Reader // a tar stream; nil for none
 	// Start runs in the background and Ready (a shell command) is retried
 	// until it succeeds, before the template's snapshot is saved.
 	Start, Ready string
 	// Network is the egress policy RUN steps have, and the template's
 	// sandboxes; nil denies all.
-	Network                 *netpolicy.Policy
+	Network                  *netpolicy.Policy
 	CPUs, MemoryMiB, DiskMiB int
 	// Progress gets the build's events as they happen (may be nil).
 	Progress func(Event)
@@ -167,15 +171,22 @@ func (m *Manager) Build(ctx context.Context, o BuildOptions) (Info, error) {
 		return Info{}, err
 	}
 	defer release()
-	plan, err := Parse(o.Dockerfile, o.BuildArgs)
-	if err != nil {
-		return Info{}, err
+	dfPath := ""
+	if o.Dockerfile == nil {
+		dfPath = cmp.Or(o.DockerfilePath, "Dockerfile")
 	}
-	bctx, err := ReadContext(o.Context, m.cfg.TmpDir)
+	bctx, err := ReadContext(o.Context, m.cfg.TmpDir, dfPath)
 	if err != nil {
 		return Info{}, err
 	}
 	defer bctx.Close()
+	if o.Dockerfile == nil {
+		o.Dockerfile = bctx.Dockerfile()
+	}
+	plan, err := Parse(o.Dockerfile, o.BuildArgs)
+	if err != nil {
+		return Info{}, err
+	}
 	imageName, imageID, err := m.resolveFrom(ctx, plan)
 	if err != nil {
 		return Info{}, err

@@ -21,9 +21,10 @@ import (
 // an index of its entries. Nothing of it is ever written to the host's
 // tree: COPY streams the entries it selects into the sandbox.
 type Context struct {
-	f       *os.File
-	entries map[string]*entry // by clean relative name
-	names   []string          // sorted
+	f          *os.File
+	dockerfile []byte            // the entry ReadContext was told is the Dockerfile
+	entries    map[string]*entry // by clean relative name
+	names      []string          // sorted
 }
 
 type entry struct {
@@ -35,10 +36,15 @@ type entry struct {
 // MaxContext bounds a build context.
 const MaxContext = 4 << 30
 
+// ReservedDir holds what a client sends beside the context (a Dockerfile
+// from outside it): not part of the context.
+const ReservedDir = ".cove-build"
+
 // ReadContext spools a tar stream (nil: an empty context) into a
 // temporary file under dir and indexes it, leaving out what its
-// .dockerignore excludes. The caller closes it.
-func ReadContext(r io.Reader, dir string) (*Context, error) {
+// .dockerignore excludes; dockerfile ("": none) names the entry that is
+// the Dockerfile, read whatever .dockerignore says. The caller closes it.
+func ReadContext(r io.Reader, dir, dockerfile string) (*Context, error) {
 	f, err := os.CreateTemp(dir, ".cove-context-*")
 	if err != nil {
 		return nil, err
@@ -60,6 +66,24 @@ func ReadContext(r io.Reader, dir string) (*Context, error) {
 		f.Close()
 		return nil, err
 	}
+	if dockerfile != "" {
+		if err := c.readDockerfile(dockerfile); err != nil {
+			f.Close()
+			return nil, err
+		}
+	}
+	if err := c.applyIgnore(); err != nil {
+		f.Close()
+		return nil, err
+	}
+	for n := range c.entries {
+		if n == ReservedDir || strings.HasPrefix(n, ReservedDir+"/") {
+			delete(c.entries, n)
+			continue
+		}
+		c.names = append(c.names, n)
+	}
+	slices.Sort(c.names)
 	return c, nil
 }
 
@@ -113,15 +137,29 @@ func (c *Context) index() error {
 		}
 		c.entries[name] = e
 	}
-	if err := c.applyIgnore(); err != nil {
-		return err
-	}
-	for n := range c.entries {
-		c.names = append(c.names, n)
-	}
-	slices.Sort(c.names)
 	return nil
 }
+
+// readDockerfile reads the Dockerfile from the context.
+func (c *Context) readDockerfile(name string) error {
+	clean, err := contextPath(name)
+	if err != nil {
+		return fmt.Errorf("%w: dockerfile %s: %v", ErrInvalid, name, err)
+	}
+	e := c.entries[clean]
+	if e == nil || e.hdr.Typeflag != tar.TypeReg {
+		return fmt.Errorf("%w: the build context has no Dockerfile at %s", ErrInvalid, name)
+	}
+	if e.hdr.Size > maxDockerfile {
+		return fmt.Errorf("%w: the Dockerfile is over %d bytes", ErrInvalid, maxDockerfile)
+	}
+	r, _ := c.open(e)
+	c.dockerfile, err = io.ReadAll(r)
+	return err
+}
+
+// Dockerfile is the Dockerfile read from the context, if one was named.
+func (c *Context) Dockerfile() []byte { return c.dockerfile }
 
 // applyIgnore drops what .dockerignore excludes. The client leaves it out
 // already when it makes the tar; a context made otherwise gets the same.
@@ -218,10 +256,6 @@ func (c *Context) match(src string) ([]selected, error) {
 			if strings.HasPrefix(n, prefix) {
 				out = append(out, selected{e: c.entries[n], rel: strings.TrimPrefix(n, prefix)})
 			}
-		}
-		if len(roots) > 1 && e != nil {
-			// Several directories merge into the destination.
-			continue
 		}
 	}
 	return out, nil

@@ -93,8 +93,22 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 
 // Recover drops what a daemon killed during a build left: step caches
 // and results of templates with no record, and records whose snapshot
-// is gone (with their caches). It runs once the service has recovered.
+// is gone (with their caches). It waits for the service's recovery.
 func (m *Manager) Recover(ctx context.Context) error {
+	select {
+	case <-m.svc.Recovered():
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+	// A builder that outlived its build runs from a step's cache.
+	for _, sb := range m.svc.List() {
+		if sandbox.HiddenTag(sb.SnapshotTag) {
+			m.log.Info("removing the builder of an unfinished template build", "id", sb.ID)
+			if err := m.svc.Delete(ctx, sb.ID); err != nil {
+				m.log.Warn("remove a template builder", "id", sb.ID, "err", err)
+			}
+		}
+	}
 	recs, err := m.cfg.Store.Templates(ctx)
 	if err != nil {
 		return err
