@@ -16,10 +16,13 @@ import (
 	"github.com/moby/buildkit/frontend/dockerfile/instructions"
 	"github.com/moby/buildkit/frontend/dockerfile/parser"
 	"github.com/moby/buildkit/frontend/dockerfile/shell"
+
+	"github.com/cove-sandbox/cove/internal/sandbox"
 )
 
-// ErrInvalid is a Dockerfile, context or option the build cannot use.
-var ErrInvalid = errors.New("invalid template")
+// ErrInvalid is a Dockerfile, context or option the build cannot use:
+// the service's, so the API answers 400.
+var ErrInvalid = sandbox.ErrInvalid
 
 // Op is what a step does.
 type Op string
