@@ -26,8 +26,8 @@ import (
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
 	"github.com/cove-sandbox/cove/internal/runtime/qemu"
 	"github.com/cove-sandbox/cove/internal/sandbox"
-	"github.com/cove-sandbox/cove/internal/template"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/template"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
