@@ -45,6 +45,7 @@ func newTemplateBuildCmd(cfg *clientConfig) *cobra.Command {
 		buildArgs []string
 		asJSON    bool
 		pf        policyFlags
+		pool      int
 	)
 	cmd := &cobra.Command{
 		Use:   "build [flags] -t NAME [CONTEXT]",
@@ -78,6 +79,9 @@ succeeds before the template is saved. Progress shows on stderr.`,
 				b.BuildArgs[k] = v
 			}
 			b.Network = pf.policy()
+			if pool >= 0 {
+				b.PoolSize = &pool
+			}
 			pr, pw := io.Pipe()
 			dfName, err := contextDockerfile(dir, file)
 			if err != nil {
@@ -117,6 +121,7 @@ succeeds before the template is saved. Progress shows on stderr.`,
 	fs.IntVar(&b.CPUs, "cpus", 0, "CPUs of its sandboxes (default: the daemon's)")
 	fs.IntVar(&b.MemoryMiB, "memory-mib", 0, "memory of its sandboxes, in MiB (default: the daemon's)")
 	fs.IntVar(&b.DiskMiB, "disk-mib", 0, "disk space its sandboxes may write, in MiB (default: the daemon's)")
+	fs.IntVar(&pool, "pool-size", -1, "sandboxes kept restored and ready to hand out (default: the daemon's)")
 	addOutputFlags(fs, &asJSON, nil, "")
 	addPolicyFlags(cmd, cfg, &pf, "egress of RUN steps, and of its sandboxes")
 	return cmd

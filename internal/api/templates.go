@@ -49,7 +49,7 @@ const maxDockerfileBytes = 1 << 20
 // templateOptions reads a build's options from the query.
 func templateOptions(r *http.Request) (template.BuildOptions, string, error) {
 	q := r.URL.Query()
-	o := template.BuildOptions{Name: q.Get("name"), Start: q.Get("start"), Ready: q.Get("ready")}
+	o := template.BuildOptions{Name: q.Get("name"), Start: q.Get("start"), Ready: q.Get("ready"), PoolSize: -1}
 	if o.Name == "" {
 		return o, "", fmt.Errorf("%w: name is required", sandbox.ErrInvalid)
 	}
@@ -66,7 +66,7 @@ func templateOptions(r *http.Request) (template.BuildOptions, string, error) {
 	for _, f := range []struct {
 		name string
 		dst  *int
-	}{{"cpus", &o.CPUs}, {"memory_mib", &o.MemoryMiB}, {"disk_mib", &o.DiskMiB}} {
+	}{{"cpus", &o.CPUs}, {"memory_mib", &o.MemoryMiB}, {"disk_mib", &o.DiskMiB}, {"pool_size", &o.PoolSize}} {
 		if v := q.Get(f.name); v != "" {
 			n, err := strconv.Atoi(v)
 			if err != nil || n < 0 {

@@ -208,13 +208,19 @@ func (sb *Sandbox) SaveStep(ctx context.Context, o StepSave) (SnapshotInfo, erro
 	return s.snapInfo(sn), nil
 }
 
-// PublishSnapshot gives a build's result (from) its name (to), with the
-// default warm pool, replacing the previous snapshot of that name. A
+// PublishSnapshot gives a build's result (from) its name (to), with a
+// warm pool of pool sandboxes (-1: the default), replacing the previous snapshot of that name. A
 // previous one that sandboxes still run from is kept, and the call
 // refused with ErrConflict.
-func (s *Service) PublishSnapshot(ctx context.Context, from, to string) (SnapshotInfo, error) {
+func (s *Service) PublishSnapshot(ctx context.Context, from, to string, pool int) (SnapshotInfo, error) {
 	if err := validTag(to); err != nil {
 		return SnapshotInfo{}, err
+	}
+	if pool < 0 {
+		pool = s.cfg.DefaultPoolSize
+	}
+	if pool > 64 {
+		return SnapshotInfo{}, invalidf("pool_size must be at most 64")
 	}
 	if old, err := s.Snapshot(to); err == nil {
 		if old.Children > 0 {
@@ -235,7 +241,6 @@ func (s *Service) PublishSnapshot(ctx context.Context, from, to string) (Snapsho
 	}
 	// Its children are the builder, gone by now; its pool is empty (a
 	// build saves with none).
-	pool := s.cfg.DefaultPoolSize
 	if err := os.Rename(s.snapshotDir(from), s.snapshotDir(to)); err != nil {
 		return SnapshotInfo{}, fmt.Errorf("rename snapshot %s: %w", from, err)
 	}

@@ -67,6 +67,8 @@ type BuildOptions struct {
 	// sandboxes; nil denies all.
 	Network                  *netpolicy.Policy
 	CPUs, MemoryMiB, DiskMiB int
+	// PoolSize is the template's warm pool; -1: the daemon's default.
+	PoolSize int
 	// Progress gets the build's events as they happen (may be nil).
 	Progress func(Event)
 }

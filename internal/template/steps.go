@@ -243,7 +243,7 @@ func (b *build) finish(ctx context.Context, last string) error {
 	b.made = append(b.made, tmp)
 	b.builder.Discard(ctx)
 	b.builder = nil
-	if _, err := b.m.svc.PublishSnapshot(ctx, tmp, b.o.Name); err != nil {
+	if _, err := b.m.svc.PublishSnapshot(ctx, tmp, b.o.Name, b.o.PoolSize); err != nil {
 		return fmt.Errorf("save the template: %w", err)
 	}
 	b.made = b.made[:len(b.made)-1]

@@ -3,7 +3,8 @@ package apitype
 // POST /v1/templates builds a template from a Dockerfile. The query gives
 // the options (name, dockerfile: its path in the context, default
 // "Dockerfile"; build_arg=K=V, repeated; start, ready; cpus, memory_mib,
-// disk_mib; network: a NetworkPolicy as JSON) and the body is the build
+// disk_mib; pool_size, default the daemon's; network: a NetworkPolicy as
+// JSON) and the body is the build
 // context as a tar stream. The answer streams NDJSON, one
 // TemplateBuildEvent a line, ending with the template or the error that
 // ended the build.

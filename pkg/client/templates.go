@@ -25,6 +25,7 @@ type TemplateBuild struct {
 	CPUs       int
 	MemoryMiB  int
 	DiskMiB    int
+	PoolSize   *int // nil: the daemon's default
 	Network    *apitype.NetworkPolicy
 	Context    io.Reader
 }
@@ -46,6 +47,9 @@ func (b TemplateBuild) query() (url.Values, error) {
 		if v != 0 {
 			q.Set(k, strconv.Itoa(v))
 		}
+	}
+	if b.PoolSize != nil {
+		q.Set("pool_size", strconv.Itoa(*b.PoolSize))
 	}
 	if b.Network != nil {
 		j, err := json.Marshal(b.Network)
