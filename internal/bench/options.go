@@ -57,6 +57,10 @@ type Options struct {
 	// is timed.
 	ProcFirstBytes int
 
+	// TemplateBuilds is how many Dockerfile templates are built cold and
+	// then again with every step cached.
+	TemplateBuilds int
+
 	TreeFiles   int // files of 4 KiB in the tree uploaded as one tar stream
 	WatchEvents int // watch events timed
 	// Net is the test network the network benchmarks use (StartNet);
@@ -92,6 +96,7 @@ func Defaults() Options {
 		ProcFirstBytes: 100,
 		TreeFiles:      5000,
 		WatchEvents:    50,
+		TemplateBuilds: 3,
 		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -116,6 +121,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"preview-gets", &o.PreviewGets, 50},
 		{"dns-lookups", &o.DNSLookups, 50},
 		{"proc-first-bytes", &o.ProcFirstBytes, 30},
+		{"template-builds", &o.TemplateBuilds, 1},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -133,7 +139,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.TemplateBuilds) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -179,6 +185,7 @@ func (o *Options) groups() map[string][]*int {
 		"procs":    {&o.ProcFirstBytes},
 		"tree":     {&o.TreeFiles},
 		"watch":    {&o.WatchEvents},
+		"template": {&o.TemplateBuilds},
 	}
 }
 
