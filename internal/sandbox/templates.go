@@ -201,6 +201,14 @@ func (sb *Sandbox) SaveStep(ctx context.Context, o StepSave) (SnapshotInfo, erro
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, Depth: depth, Backend: s.cfg.Runtime.Name(),
 		Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
 		NetworkJSON: encodePolicy(network), Meta: meta}
+	if o.Final {
+		// The final save stops the builder for good (as a snapshot
+		// build's does): its runtime process ending then is no death.
+		// The caller discards it after.
+		b.mu.Lock()
+		b.rec.Status = StatusBuilding
+		b.mu.Unlock()
+	}
 	sn, _, _, err := s.checkpoint(ctx, b, rec, files, !o.Final)
 	if err != nil {
 		return SnapshotInfo{}, err
