@@ -32,6 +32,24 @@ func HiddenTag(tag string) bool {
 	return strings.Contains(tag, StepMarker) || strings.Contains(tag, BuildMarker)
 }
 
+// notHidden refuses a tag of a template build's own for a snapshot of
+// another kind.
+func notHidden(tag string) error {
+	if HiddenTag(tag) {
+		return invalidf("tag %q: %q and %q are kept for template builds", tag, StepMarker, BuildMarker)
+	}
+	return nil
+}
+
+// BuildStepBase is BuildSnapshot for a template build's first step, whose
+// tag is hidden.
+func (s *Service) BuildStepBase(ctx context.Context, o BuildOptions) (SnapshotInfo, error) {
+	if !HiddenTag(o.Tag) {
+		return SnapshotInfo{}, invalidf("tag %q is not a template step's", o.Tag)
+	}
+	return s.buildSnapshot(ctx, o)
+}
+
 // ImageID resolves an image name to the id of its current version.
 func (s *Service) ImageID(name string) (string, error) {
 	id, _, err := s.cfg.Images.Resolve(name)

@@ -210,6 +210,9 @@ func (m *Manager) Build(ctx context.Context, o BuildOptions) (Info, error) {
 		info.Cached = true
 		return info, err
 	}
+	if _, err := m.svc.Snapshot(o.Name); err == nil && !hadPrev {
+		return Info{}, fmt.Errorf("%w: snapshot %q exists and is not a template: delete it or pick another name", sandbox.ErrConflict, o.Name)
+	}
 	if si, err := m.svc.Snapshot(o.Name); err == nil && si.Children > 0 {
 		return Info{}, fmt.Errorf("%w: %d live sandboxes were spawned from template %q: kill them before rebuilding it", sandbox.ErrConflict, si.Children, o.Name)
 	}

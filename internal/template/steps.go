@@ -146,7 +146,7 @@ func (b *build) buildBase(ctx context.Context) error {
 	if _, err := svc.Snapshot(b.base.tag); err == nil {
 		svc.DeleteSnapshot(ctx, b.base.tag) // stale: saved by another runtime version
 	}
-	_, err := svc.BuildSnapshot(ctx, sandbox.BuildOptions{Tag: b.base.tag, Image: b.imageName, Warm: "true",
+	_, err := svc.BuildStepBase(ctx, sandbox.BuildOptions{Tag: b.base.tag, Image: b.imageName, Warm: "true",
 		CPUs: b.o.CPUs, MemoryMiB: b.o.MemoryMiB, DiskMiB: b.o.DiskMiB, Network: b.o.Network})
 	if err != nil {
 		return fmt.Errorf("Dockerfile line %d: FROM %s: %w", b.base.Line, b.plan.From, err)
