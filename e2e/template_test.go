@@ -273,3 +273,60 @@ func TestTemplateBuildErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestTemplateBuildKilled: a daemon killed with SIGKILL while a build runs
+// a step leaves, once restarted, no template, no builder sandbox, no step
+// cache and nothing on the host.
+func TestTemplateBuildKilled(t *testing.T) {
+	d, err := startDaemon(filepath.Join(suite.tmp, "template-killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	base := countResources(t, d.stateDir())
+	defer func() {
+		d.stop()
+		waitResources(t, d.stateDir(), base)
+	}()
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nRUN echo a > /a\nRUN sleep 600\n"})
+	running := make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: "killed", Context: contextTar(t, dir)}, func(ev apitype.TemplateBuildEvent) {
+			if ev.Step != nil && strings.Contains(ev.Step.Text, "sleep") {
+				close(running)
+			}
+		})
+		done <- err
+	}()
+	select {
+	case <-running:
+	case err := <-done:
+		t.Fatalf("the build ended before its last step: %v\n%s", err, d.logTail())
+	case <-time.After(10 * time.Minute):
+		t.Fatalf("the build did not reach its last step\n%s", d.logTail())
+	}
+	time.Sleep(time.Second) // the step runs
+	d.kill9()
+	<-done
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	// The template's recovery runs once the service's has.
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		list, _ := d.c.ListSandboxes(ctx)
+		ents, _ := os.ReadDir(filepath.Join(d.stateDir(), "snapshots"))
+		if len(list) == 0 && len(ents) == 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("after the restart: sandboxes %+v and snapshot directories %v left\n%s", list, ents, d.logTail())
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if tis, err := d.c.ListTemplates(ctx); err != nil || len(tis) != 0 {
+		t.Errorf("after the restart: templates %+v, %v; want none", tis, err)
+	}
+}
