@@ -173,6 +173,10 @@ func (m *Manager) Build(ctx context.Context, o BuildOptions) (Info, error) {
 		return Info{}, err
 	}
 	defer release()
+	if o.Network == nil {
+		// Never the policy a cached step was saved with by another build.
+		o.Network = &netpolicy.Policy{}
+	}
 	dfPath := ""
 	if o.Dockerfile == nil {
 		dfPath = cmp.Or(o.DockerfilePath, "Dockerfile")
