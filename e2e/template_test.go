@@ -153,7 +153,7 @@ RUN echo %s > /opt/tools/last.txt
 			t.Errorf("after editing the last RUN, step %d: %s (want cached %v)", i+1, l, want)
 		}
 	}
-	t.Logf("template build after editing the last RUN: %s", edited.Round(time.Millisecond))
+	t.Logf("template build after editing the last RUN: %s; its progress:\n%s", edited.Round(time.Millisecond), progress)
 	sb = create(t, d, apitype.CreateSandboxRequest{SnapshotTag: name})[0]
 	if out := execOK(t, d, sb, "cat /opt/tools/last.txt"); out != "second\n" {
 		t.Errorf("after the rebuild: %q, want second", out)
@@ -162,7 +162,8 @@ RUN echo %s > /opt/tools/last.txt
 
 	// A failing rebuild leaves the template as it was.
 	writeFiles(t, dir, map[string]string{"Dockerfile": strings.Replace(dockerfile, "echo %s", "exit 3; echo", 1)})
-	_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir)}, nil)
+	_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir), BuildArgs: map[string]string{"GREETING": "bonjour"},
+		Network: &apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}}}, nil)
 	if err == nil || !strings.Contains(err.Error(), "line 8") {
 		t.Errorf("a failing RUN: %v, want an error naming line 8", err)
 	}
@@ -233,11 +234,14 @@ func contextTar(t *testing.T, dir string) *bytes.Buffer {
 // COPY from outside the context each fail naming their line, and leave no
 // template and no step cache.
 func TestTemplateBuildErrors(t *testing.T) {
-	d := suite.shared
+	d, tn := suite.shared, suite.net
 	ctx := context.Background()
+	fetch := `RUN python3 -c "import urllib.request; urllib.request.urlopen('%s', timeout=5)"`
 	for _, tc := range []struct {
 		name, dockerfile, want string
 	}{
+		// The build's policy allows only the allowed test server.
+		{"denied-download", "FROM cove:default\n" + strings.Replace(fetch, "%s", webURL("http", tn.Other), 1) + "\n", "line 2"},
 		{"unknown", "FROM cove:default\nRUN true\nFROBNICATE now\n", "line 3: unknown instruction: FROBNICATE"},
 		{"failing-run", "FROM cove:default\nRUN echo one > /one\nRUN echo about to fail; exit 7\n", "line 3"},
 		{"copy-outside", "FROM cove:default\nCOPY ../../etc/passwd /x\n", "line 2: COPY source ../../etc/passwd is outside the build context"},
@@ -248,7 +252,8 @@ func TestTemplateBuildErrors(t *testing.T) {
 			dir := t.TempDir()
 			writeFiles(t, dir, map[string]string{"Dockerfile": tc.dockerfile})
 			var outputs []string
-			_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir)}, func(ev apitype.TemplateBuildEvent) {
+			policy := &apitype.NetworkPolicy{AllowCIDRs: []string{cidr(tn.Allowed)}}
+			_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir), Network: policy}, func(ev apitype.TemplateBuildEvent) {
 				outputs = append(outputs, ev.Output)
 			})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
@@ -328,5 +333,33 @@ func TestTemplateBuildKilled(t *testing.T) {
 	}
 	if tis, err := d.c.ListTemplates(ctx); err != nil || len(tis) != 0 {
 		t.Errorf("after the restart: templates %+v, %v; want none", tis, err)
+	}
+}
+
+// TestTemplateStartReady: the start command runs, and the ready check
+// passes, before the template is saved: a sandbox spawned from it has the
+// server running at once.
+func TestTemplateStartReady(t *testing.T) {
+	d := suite.shared
+	ctx := context.Background()
+	name := "e2e-ready-" + randomHex(3)
+	dir := t.TempDir()
+	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nWORKDIR /srv\nRUN echo served > index.html\n"})
+	none := 0
+	ti, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir), PoolSize: &none,
+		Start: "exec python3 -m http.server 8000 --bind 127.0.0.1",
+		Ready: `python3 -c "import urllib.request; urllib.request.urlopen('http://127.0.0.1:8000/', timeout=2)"`}, nil)
+	if err != nil {
+		t.Fatalf("build: %v\n%s", err, d.logTail())
+	}
+	t.Cleanup(func() { d.c.DeleteTemplate(context.Background(), name) })
+	if len(ti.Steps) != 3 {
+		t.Errorf("steps %+v", ti.Steps)
+	}
+	sb := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: name})[0]
+	defer d.c.DeleteSandbox(ctx, sb.id)
+	out := execOK(t, d, sb, `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8000/index.html', timeout=5).read().decode(), end='')"`)
+	if out != "served\n" {
+		t.Errorf("the server started before the snapshot answered %q, want served", out)
 	}
 }
