@@ -338,13 +338,14 @@ func TestTemplateBuildKilled(t *testing.T) {
 
 // TestTemplateStartReady: the start command runs, and the ready check
 // passes, before the template is saved: a sandbox spawned from it has the
-// server running at once.
+// server running at once. USER is the account of the RUNs after it, and of
+// the template's sandboxes.
 func TestTemplateStartReady(t *testing.T) {
 	d := suite.shared
 	ctx := context.Background()
 	name := "e2e-ready-" + randomHex(3)
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nWORKDIR /srv\nRUN echo served > index.html\n"})
+	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nWORKDIR /srv\nRUN echo served > index.html\nUSER user\nRUN whoami > /tmp/who.txt\n"})
 	none := 0
 	ti, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir), PoolSize: &none,
 		Start: "exec python3 -m http.server 8000 --bind 127.0.0.1",
@@ -353,7 +354,7 @@ func TestTemplateStartReady(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, d.logTail())
 	}
 	t.Cleanup(func() { d.c.DeleteTemplate(context.Background(), name) })
-	if len(ti.Steps) != 3 {
+	if len(ti.Steps) != 5 {
 		t.Errorf("steps %+v", ti.Steps)
 	}
 	sb := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: name})[0]
@@ -361,5 +362,8 @@ func TestTemplateStartReady(t *testing.T) {
 	out := execOK(t, d, sb, `python3 -c "import urllib.request; print(urllib.request.urlopen('http://127.0.0.1:8000/index.html', timeout=5).read().decode(), end='')"`)
 	if out != "served\n" {
 		t.Errorf("the server started before the snapshot answered %q, want served", out)
+	}
+	if out := execOK(t, d, sb, "whoami; cat /tmp/who.txt; pwd"); out != "user\nuser\n/srv\n" {
+		t.Errorf("user, the RUN's user and cwd: %q, want user, user, /srv", out)
 	}
 }
