@@ -3,6 +3,9 @@ package template
 import (
 	"archive/tar"
 	"bufio"
+	"bytes"
+	"compress/bzip2"
+	"compress/gzip"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
@@ -279,6 +282,7 @@ type copySet struct {
 	dir     string // absolute directory in the sandbox
 	entries []selected
 	single  string // a lone file copied to a file name: its name in dir
+	unpack  bool   // entries that are tar archives are extracted into dir
 }
 
 // resolveCopy works out what a COPY step writes, as Docker does: a lone
@@ -298,6 +302,11 @@ func (c *Context) resolveCopy(s Step) (copySet, error) {
 		all = append(all, sel...)
 	}
 	dest := s.Dest
+	if s.Unpack && !dirSource && slices.ContainsFunc(all, func(sel selected) bool { return c.isArchive(sel.e) }) {
+		// ADD of archives: each is extracted into the destination (a
+		// directory whatever its name ends with), other files copied.
+		return copySet{dir: path.Clean(dest), entries: all, unpack: true}, nil
+	}
 	if len(all) == 1 && !dirSource && len(s.Sources) == 1 && !strings.HasSuffix(dest, "/") {
 		return copySet{dir: path.Dir(dest), entries: all, single: path.Base(dest)}, nil
 	}
@@ -311,7 +320,7 @@ func (c *Context) resolveCopy(s Step) (copySet, error) {
 // link targets and file contents, not times.
 func (cs copySet) digest() string {
 	h := sha256.New()
-	fmt.Fprintf(h, "dir %s single %s\n", cs.dir, cs.single)
+	fmt.Fprintf(h, "dir %s single %s unpack %v\n", cs.dir, cs.single, cs.unpack)
 	for _, s := range cs.entries {
 		hd := s.e.hdr
 		fmt.Fprintf(h, "%q %c %o %q %s\n", s.rel, hd.Typeflag, hd.Mode&0o7777, hd.Linkname, s.e.sum)
@@ -323,6 +332,12 @@ func (cs copySet) digest() string {
 func (c *Context) writeTar(w io.Writer, cs copySet) error {
 	tw := tar.NewWriter(w)
 	for _, s := range cs.entries {
+		if cs.unpack && c.isArchive(s.e) {
+			if err := c.copyArchive(tw, s.e); err != nil {
+				return err
+			}
+			continue
+		}
 		hdr := s.e.hdr
 		hdr.Name = s.rel
 		if cs.single != "" {
@@ -351,4 +366,65 @@ func (c *Context) writeTar(w io.Writer, cs copySet) error {
 		}
 	}
 	return tw.Close()
+}
+
+// archiveReader opens a context file as the tar stream it holds, plain,
+// gzip or bzip2; ok is false for a file that is not one.
+func (c *Context) archiveReader(e *entry) (r io.Reader, ok bool) {
+	if e.hdr.Typeflag != tar.TypeReg || e.hdr.Size < 20 {
+		return nil, false
+	}
+	raw, _ := c.open(e)
+	br := bufio.NewReader(raw)
+	magic, _ := br.Peek(3)
+	switch {
+	case bytes.HasPrefix(magic, []byte{0x1f, 0x8b}):
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, false
+		}
+		r = zr
+	case bytes.HasPrefix(magic, []byte("BZh")):
+		r = bzip2.NewReader(br)
+	default:
+		r = br
+	}
+	// A tar stream has "ustar" at offset 257 of its first header.
+	hb := bufio.NewReaderSize(r, 1024)
+	head, err := hb.Peek(262)
+	if err != nil || !bytes.HasPrefix(head[257:], []byte("ustar")) {
+		return nil, false
+	}
+	return hb, true
+}
+
+func (c *Context) isArchive(e *entry) bool {
+	_, ok := c.archiveReader(e)
+	return ok
+}
+
+// copyArchive writes the entries of an archive in the context to tw, as
+// they are: the sandbox's extraction refuses any that would land outside
+// the destination.
+func (c *Context) copyArchive(tw *tar.Writer, e *entry) error {
+	r, ok := c.archiveReader(e)
+	if !ok {
+		return fmt.Errorf("%s is not an archive", e.hdr.Name)
+	}
+	tr := tar.NewReader(r)
+	for {
+		hdr, err := tr.Next()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%w: archive %s: %v", ErrInvalid, e.hdr.Name, err)
+		}
+		if err := tw.WriteHeader(hdr); err != nil {
+			return err
+		}
+		if _, err := io.Copy(tw, tr); err != nil {
+			return fmt.Errorf("%w: archive %s: %v", ErrInvalid, e.hdr.Name, err)
+		}
+	}
 }

@@ -3,6 +3,7 @@ package template
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"io"
 	"slices"
 	"strings"
@@ -140,4 +141,36 @@ func TestContextRefusesEscapes(t *testing.T) {
 		t.Fatalf("empty context: %v", err)
 	}
 	c.Close()
+}
+
+// TestContextAddArchive: ADD extracts a tar archive (plain or gzip) of the
+// context into the destination; COPY copies it as a file.
+func TestContextAddArchive(t *testing.T) {
+	inner := tarOf(t, map[string]string{"pkg/": "", "pkg/x.txt": "x"}).Bytes()
+	var gz bytes.Buffer
+	zw := gzip.NewWriter(&gz)
+	zw.Write(inner)
+	zw.Close()
+	c, err := ReadContext(tarOf(t, map[string]string{"a.tar": string(inner), "a.tgz": gz.String(), "plain.txt": strings.Repeat("not a tar ", 80)}), t.TempDir(), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	for _, tc := range []struct {
+		step Step
+		want []string
+	}{
+		{Step{Sources: []string{"a.tar"}, Dest: "/opt", Unpack: true}, []string{"pkg/=", "pkg/x.txt=x"}},
+		{Step{Sources: []string{"a.tgz"}, Dest: "/opt/", Unpack: true}, []string{"pkg/=", "pkg/x.txt=x"}},
+		{Step{Sources: []string{"plain.txt"}, Dest: "/opt/p.txt", Unpack: true}, []string{"p.txt=" + strings.Repeat("not a tar ", 80)}},
+		{Step{Sources: []string{"a.tgz"}, Dest: "/opt/a.tgz"}, []string{"a.tgz=" + gz.String()}},
+	} {
+		cs, err := c.resolveCopy(tc.step)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := names(t, c, cs); !slices.Equal(got, tc.want) {
+			t.Errorf("%+v: %q, want %q", tc.step, got, tc.want)
+		}
+	}
 }

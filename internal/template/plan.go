@@ -55,6 +55,9 @@ type Step struct {
 	Sources []string
 	Dest    string
 	Chown   string
+	// Unpack (ADD) extracts a source that is a tar archive (plain, gzip
+	// or bzip2) into the destination rather than copying it.
+	Unpack bool
 }
 
 // Plan is a parsed Dockerfile.
@@ -216,6 +219,10 @@ func (r *resolver) step(c instructions.Command) (*Step, error) {
 				return nil, lineErr(line, "ADD %s: only files of the build context can be added", src)
 			}
 		}
+		if c.Unpack != nil && !*c.Unpack {
+			return r.copy(s, c.SourcesAndDest, c.Chown, c.Chmod)
+		}
+		s.Unpack = true
 		return r.copy(s, c.SourcesAndDest, c.Chown, c.Chmod)
 	case *instructions.EnvCommand:
 		for _, kv := range c.Env {

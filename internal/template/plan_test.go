@@ -100,3 +100,13 @@ func TestContextPath(t *testing.T) {
 		}
 	}
 }
+
+func TestParseAdd(t *testing.T) {
+	p, err := Parse([]byte("FROM cove:default\nADD pkg.tgz /opt/\nADD --unpack=false pkg.tgz /keep/\nCOPY pkg.tgz /copy/\n"), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(p.Steps) != 3 || !p.Steps[0].Unpack || p.Steps[1].Unpack || p.Steps[2].Unpack {
+		t.Fatalf("steps %+v: want ADD to unpack, unless --unpack=false, and COPY not", p.Steps)
+	}
+}
