@@ -3,9 +3,11 @@ package e2e
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -345,7 +347,8 @@ func TestTemplateStartReady(t *testing.T) {
 	ctx := context.Background()
 	name := "e2e-ready-" + randomHex(3)
 	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nWORKDIR /srv\nRUN echo served > index.html\nUSER user\nRUN whoami > /tmp/who.txt\n"})
+	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nWORKDIR /srv\nADD tools.tgz /opt/\nRUN echo served > index.html\nUSER user\nRUN whoami > /tmp/who.txt\n"})
+	writeTgz(t, filepath.Join(dir, "tools.tgz"), map[string]string{"pkg/tool.sh": "#!/bin/sh\necho tool\n"})
 	none := 0
 	ti, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: name, Context: contextTar(t, dir), PoolSize: &none,
 		Start: "exec python3 -m http.server 8000 --bind 127.0.0.1",
@@ -354,7 +357,7 @@ func TestTemplateStartReady(t *testing.T) {
 		t.Fatalf("build: %v\n%s", err, d.logTail())
 	}
 	t.Cleanup(func() { d.c.DeleteTemplate(context.Background(), name) })
-	if len(ti.Steps) != 5 {
+	if len(ti.Steps) != 6 {
 		t.Errorf("steps %+v", ti.Steps)
 	}
 	sb := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: name})[0]
@@ -363,7 +366,28 @@ func TestTemplateStartReady(t *testing.T) {
 	if out != "served\n" {
 		t.Errorf("the server started before the snapshot answered %q, want served", out)
 	}
-	if out := execOK(t, d, sb, "whoami; cat /tmp/who.txt; pwd"); out != "user\nuser\n/srv\n" {
-		t.Errorf("user, the RUN's user and cwd: %q, want user, user, /srv", out)
+	if out := execOK(t, d, sb, "whoami; cat /tmp/who.txt; pwd; /opt/pkg/tool.sh"); out != "user\nuser\n/srv\ntool\n" {
+		t.Errorf("user, the RUN's user, cwd and the ADDed archive's tool: %q, want user, user, /srv, tool", out)
+	}
+}
+
+// writeTgz writes a gzipped tar of files (a .sh is executable).
+func writeTgz(t *testing.T, path string, files map[string]string) {
+	t.Helper()
+	var buf bytes.Buffer
+	zw := gzip.NewWriter(&buf)
+	tw := tar.NewWriter(zw)
+	for name, content := range files {
+		mode := int64(0o644)
+		if strings.HasSuffix(name, ".sh") {
+			mode = 0o755
+		}
+		tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: int64(len(content)), Typeflag: tar.TypeReg})
+		io.WriteString(tw, content)
+	}
+	tw.Close()
+	zw.Close()
+	if err := os.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		t.Fatal(err)
 	}
 }
