@@ -63,7 +63,7 @@ of the sandboxes they make.`,
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)
 	}
-	for _, c := range []*cobra.Command{newSnapshotCmd(cfg), newSpawnCmd(cfg), newBranchCmd(cfg)} {
+	for _, c := range []*cobra.Command{newSnapshotCmd(cfg), newSpawnCmd(cfg), newBranchCmd(cfg), newTemplateCmd(cfg)} {
 		c.GroupID = groupSnapshots
 		root.AddCommand(c)
 	}

@@ -27,6 +27,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/runtime/qemu"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/template"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -192,12 +193,21 @@ func runServe(ctx context.Context, f serveFlags) error {
 		})
 	}
 	be.version = rt.Version(ctx)
-	return serveHTTP(ctx, f, state, key, svc, be, presets, log)
+	// A FROM naming a registry image pulls it into the image store.
+	puller := image.Puller{Dir: f.imageDir, VM: be.name == "qemu", MaxBytes: f.maxImportMiB << 20, Logger: log,
+		Agent: func() (string, error) { return image.DefaultAgent(f.imageDir) }}
+	tm := template.New(template.Config{Service: svc, Store: st, TmpDir: state, Logger: log, ResolveFrom: puller.Pull})
+	bg.Go(func() {
+		if err := tm.Recover(ctx); err != nil && ctx.Err() == nil {
+			log.Warn("template recovery", "err", err)
+		}
+	})
+	return serveHTTP(ctx, f, state, key, svc, tm, be, presets, log)
 }
 
 // serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and
 // preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
-func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, be backendInfo, presets []string, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
 	prev, tlsCfg, caPath, err := openPreview(f, state, svc, log)
 	if err != nil {
@@ -238,7 +248,7 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
 		Version: version, Logger: log,
 	})
-	handler := api.New(api.Config{Service: svc, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
+	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort,
 		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage, MaxBytes: f.maxImportMiB << 20}})
 	newServer := func(handler http.Handler) *http.Server {

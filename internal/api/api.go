@@ -19,6 +19,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/preview"
 	"github.com/cove-sandbox/cove/internal/sandbox"
+	"github.com/cove-sandbox/cove/internal/template"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -33,6 +34,8 @@ type Config struct {
 	// MCP, if set, is served at /mcp (MCP Streamable HTTP) behind the same
 	// API-key check as every other route.
 	MCP http.Handler
+	// Templates, if set, serves /v1/templates.
+	Templates *template.Manager
 	// BodyIdleTimeout is how long a request body may send nothing before
 	// the connection is cut (0: 30 s). Only stalls count: an upload of
 	// any size at any steady speed is fine.
@@ -104,6 +107,8 @@ func (s *Server) routes() {
 	m.HandleFunc("GET /v1/snapshots", s.auth(s.listSnapshots))
 	m.HandleFunc("GET /v1/snapshots/{tag}", s.auth(s.getSnapshot))
 	m.HandleFunc("DELETE /v1/snapshots/{tag}", s.auth(s.deleteSnapshot))
+
+	s.templateRoutes(m)
 
 	m.HandleFunc("POST /v1/sandboxes/{id}/ping", s.data(s.ping))
 	m.HandleFunc("POST /v1/sandboxes/{id}/exec", s.data(s.exec))

@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
@@ -124,11 +123,11 @@ func (s *Server) importAgent() (string, error) {
 	if s.cfg.Images.Agent != "" {
 		return s.cfg.Images.Agent, nil
 	}
-	def, err := image.Resolve(s.cfg.Images.Dir, image.DefaultName)
+	agent, err := image.DefaultAgent(s.cfg.Images.Dir)
 	if err != nil {
-		return "", fmt.Errorf("%w: no cove-agent to add to the image: build the default image first (cove image build)", sandbox.ErrUnavailable)
+		return "", fmt.Errorf("%w: %w", sandbox.ErrUnavailable, err)
 	}
-	return filepath.Join(def.Rootfs, image.AgentPath), nil
+	return agent, nil
 }
 
 // importStream sends each progress line as an event. The import's

@@ -57,6 +57,10 @@ type Options struct {
 	// is timed.
 	ProcFirstBytes int
 
+	// TemplateBuilds is how many Dockerfile templates are built cold and
+	// then again with every step cached.
+	TemplateBuilds int
+
 	TreeFiles   int // files of 4 KiB in the tree uploaded as one tar stream
 	WatchEvents int // watch events timed
 	// ImageImportMiB is the size of the generated OCI image whose import
@@ -96,6 +100,7 @@ func Defaults() Options {
 		TreeFiles:      5000,
 		WatchEvents:    50,
 		ImageImportMiB: 64,
+		TemplateBuilds: 3,
 		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -121,6 +126,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"dns-lookups", &o.DNSLookups, 50},
 		{"proc-first-bytes", &o.ProcFirstBytes, 30},
 		{"image-import-mib", &o.ImageImportMiB, 32},
+		{"template-builds", &o.TemplateBuilds, 1},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -138,7 +144,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -185,6 +191,7 @@ func (o *Options) groups() map[string][]*int {
 		"tree":     {&o.TreeFiles},
 		"watch":    {&o.WatchEvents},
 		"image":    {&o.ImageImportMiB}, // image_import_N
+		"template": {&o.TemplateBuilds},
 	}
 }
 

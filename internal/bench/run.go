@@ -93,6 +93,11 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.ImageImportMiB > 0 {
 		add(b.benchImageImport(ctx))
 	}
+	if b.o.TemplateBuilds > 0 {
+		for _, r := range b.benchTemplates(ctx) {
+			add(r)
+		}
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {

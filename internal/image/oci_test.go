@@ -243,3 +243,47 @@ func TestCleanStale(t *testing.T) {
 		t.Errorf("image removed: %v", err)
 	}
 }
+
+func TestRefName(t *testing.T) {
+	for ref, want := range map[string]string{
+		"docker.io/library/alpine:3.20":      "docker.io_library_alpine_3.20",
+		"localhost:5000/cove/test@sha256:ab": "localhost_5000_cove_test_sha256_ab",
+		".hidden":                            "hidden",
+	} {
+		if got := image.RefName(ref); got != want {
+			t.Errorf("RefName(%q) = %q, want %q", ref, got, want)
+		}
+	}
+}
+
+// TestPuller imports a registry image once and finds it by its name after.
+func TestPuller(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("owners need root")
+	}
+	srv := httptest.NewServer(registry.New(registry.Logger(log.New(io.Discard, "", 0))))
+	defer srv.Close()
+	ref := strings.TrimPrefix(srv.URL, "http://") + "/cove/from:1"
+	tag, err := name.NewTag(ref)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := remote.Write(tag, testImage(t)); err != nil {
+		t.Fatal(err)
+	}
+	agent := agentFile(t)
+	pulls := 0
+	p := image.Puller{Dir: t.TempDir(), Agent: func() (string, error) { pulls++; return agent, nil }}
+	for range 2 {
+		n, err := p.Pull(context.Background(), ref)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := image.Resolve(p.Dir, n); err != nil {
+			t.Fatalf("pulled %q: %v", n, err)
+		}
+	}
+	if pulls != 1 {
+		t.Errorf("pulled %d times, want once", pulls)
+	}
+}

@@ -80,9 +80,10 @@ func TestToolsList(t *testing.T) {
 	}
 	want := []string{"branch_sandbox", "create_sandbox", "eval_code", "exec_command", "expose_port", "extend_sandbox",
 		"get_sandbox", "get_service_info", "get_usage", "kill_sandbox", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
-		"make_dir", "move_file", "ping_sandbox", "read_file", "read_process_output", "remove_file", "sandbox_run", "set_network",
+		"list_templates", "make_dir", "move_file", "ping_sandbox", "read_file", "read_process_output", "remove_file", "sandbox_run", "set_network",
 		"signal_process", "snapshot_sandbox", "spawn_sandboxes", "stat_file", "wait_for_text", "write_file", "write_process_stdin"}
 	wantRO := []string{"get_sandbox", "get_service_info", "get_usage", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
+		"list_templates",
 		"ping_sandbox", "read_file", "read_process_output", "stat_file", "wait_for_text"}
 	var got, gotRO []string
 	for _, tl := range res.Tools {

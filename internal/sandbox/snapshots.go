@@ -103,6 +103,13 @@ type BuildOptions struct {
 // BuildSnapshot boots a sandbox from an image, warms it up (the command,
 // then the eval interpreter) and saves it as a snapshot.
 func (s *Service) BuildSnapshot(ctx context.Context, o BuildOptions) (SnapshotInfo, error) {
+	if err := notHidden(o.Tag); err != nil {
+		return SnapshotInfo{}, err
+	}
+	return s.buildSnapshot(ctx, o)
+}
+
+func (s *Service) buildSnapshot(ctx context.Context, o BuildOptions) (SnapshotInfo, error) {
 	if err := validTag(o.Tag); err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -202,6 +209,9 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 		o.Tag = id + "-" + randhex.New(3)
 	}
 	if err := validTag(o.Tag); err != nil {
+		return BranchResult{}, err
+	}
+	if err := notHidden(o.Tag); err != nil {
 		return BranchResult{}, err
 	}
 	if err := s.checkPolicy(o.Network); err != nil {
@@ -389,7 +399,7 @@ func (s *Service) Snapshots() []SnapshotInfo {
 	defer s.mu.Unlock()
 	out := make([]SnapshotInfo, 0, len(s.snapshots))
 	for _, sn := range s.snapshots {
-		if sn.ready {
+		if sn.ready && !HiddenTag(sn.rec.Tag) {
 			out = append(out, s.snapInfoLocked(sn))
 		}
 	}
