@@ -56,16 +56,24 @@ func (tm *tmux) keys(keys ...string) { tm.run(append([]string{"send-keys", "-t",
 // waitScreen waits until the window shows a line for which ok holds.
 func (tm *tmux) waitScreen(what string, ok func(line string) bool) {
 	tm.t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
+	if !tm.screenWithin(2*time.Minute, ok) {
+		tm.t.Fatalf("the terminal shows no %s:\n%s", what, tm.screen())
+	}
+}
+
+// screenWithin reports whether the window shows a line for which ok holds
+// within d.
+func (tm *tmux) screenWithin(d time.Duration, ok func(line string) bool) bool {
+	tm.t.Helper()
+	deadline := time.Now().Add(d)
 	for {
-		s := tm.screen()
-		for _, l := range strings.Split(s, "\n") {
+		for _, l := range strings.Split(tm.screen(), "\n") {
 			if ok(strings.TrimRight(l, " ")) {
-				return
+				return true
 			}
 		}
 		if time.Now().After(deadline) {
-			tm.t.Fatalf("the terminal shows no %s:\n%s", what, s)
+			return false
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
@@ -111,9 +119,18 @@ func TestShellTmux(t *testing.T) {
 		t.Errorf("^C did not interrupt the sleep:\n%s", tm.screen())
 	}
 
+	// The resize reaches the sandbox after cove shell's SIGWINCH, which
+	// may be handled after keys typed at once: ask again until it has.
 	tm.run("resize-window", "-t", "0", "-x", "120", "-y", "30")
-	tm.keys("clear; tput cols", "Enter")
-	tm.waitScreen("the new width", func(l string) bool { return l == "120" })
+	for try := 0; ; try++ {
+		tm.keys("clear; tput cols", "Enter")
+		if tm.screenWithin(2*time.Second, func(l string) bool { return l == "120" }) {
+			break
+		}
+		if try == 30 {
+			t.Fatalf("the terminal shows no new width:\n%s", tm.screen())
+		}
+	}
 
 	tm.keys("exit 3", "Enter")
 	deadline := time.Now().Add(time.Minute)
