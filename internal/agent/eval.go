@@ -113,6 +113,13 @@ func (a *Agent) Warm(ctx context.Context) error {
 	}
 	defer a.unlockEval()
 	p, _, err := a.interpLocked()
+	if errors.Is(err, errNotFound) {
+		// An image without Python (imported, say) has nothing to warm;
+		// eval in it says the interpreter is missing.
+		a.log.Info("no python interpreter to warm", "python", a.python)
+		primeForClones()
+		return nil
+	}
 	if err != nil {
 		return err
 	}

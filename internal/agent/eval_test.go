@@ -207,4 +207,9 @@ func TestEvalNoPython(t *testing.T) {
 	if _, err := a.Eval(testCtx(t), agentproto.EvalRequest{Code: "1"}); err == nil {
 		t.Fatal("eval without python succeeded")
 	}
+	// An image without Python can still be snapshotted: there is just no
+	// interpreter to warm.
+	if err := a.Warm(testCtx(t)); err != nil {
+		t.Errorf("warm without python: %v", err)
+	}
 }
