@@ -45,6 +45,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		return err
 	}
 	p := s.plan(recs, deaths, ports, ids)
+	if err := s.recoverSaved(ctx); err != nil {
+		return err
+	}
 	s.recovering.Store(int64(p.len()))
 
 	s.reaperDone = make(chan struct{})
@@ -99,6 +102,11 @@ func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, port
 			}
 			s.dead[rec.ID] = b
 			p.release = append(p.release, b)
+		case rec.Status == StatusPaused && rec.Backend == s.cfg.Runtime.Name():
+			// Its state is on disk; whatever the runtime holds for it is
+			// a resume the earlier daemon did not finish, to be undone.
+			s.boxes[rec.ID] = b
+			p.orphans = append(p.orphans, rec.ID)
 		case rec.Status == StatusRunning && now.Before(rec.ExpiresAt) && rec.Backend == s.cfg.Runtime.Name():
 			b.checking = true
 			b.setPorts(ports[rec.ID])
@@ -239,7 +247,10 @@ func (s *Service) reap(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			expired, dead := s.expiredBoxes(now)
+			expired, dead, pause := s.expiredBoxes(now)
+			for _, b := range pause {
+				go s.pauseAtExpiry(ctx, b)
+			}
 			for _, b := range expired {
 				s.log.Info("sandbox expired", "id", b.rec.ID)
 				s.stats.Expired.Add(1)
@@ -254,11 +265,18 @@ func (s *Service) reap(ctx context.Context) {
 }
 
 // expiredBoxes removes and returns the live sandboxes whose time is up,
-// and the dead ones kept long enough.
-func (s *Service) expiredBoxes(now time.Time) (expired, dead []*box) {
+// and the dead ones kept long enough; those to be paused at their expiry
+// stay, marked pausing.
+func (s *Service) expiredBoxes(now time.Time) (expired, dead, pause []*box) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, b := range s.boxes {
+		if b.expired(now, s.cfg.DeadKeep) && b.rec.OnExpiry == apitype.OnExpiryPause {
+			if b.claim(StatusRunning, StatusPausing) {
+				pause = append(pause, b)
+			}
+			continue
+		}
 		if b.expired(now, s.cfg.DeadKeep) {
 			delete(s.boxes, id)
 			expired = append(expired, b)
@@ -270,7 +288,7 @@ func (s *Service) expiredBoxes(now time.Time) (expired, dead []*box) {
 			dead = append(dead, b)
 		}
 	}
-	return expired, dead
+	return expired, dead, pause
 }
 
 // Close stops the reaper and the pool filler, destroys pooled sandboxes
