@@ -107,7 +107,9 @@ func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, port
 			// a resume the earlier daemon did not finish, to be undone.
 			s.boxes[rec.ID] = b
 			p.orphans = append(p.orphans, rec.ID)
-		case rec.Status == StatusRunning && now.Before(rec.ExpiresAt) && rec.Backend == s.cfg.Runtime.Name():
+		case rec.Status == StatusRunning && (now.Before(rec.ExpiresAt) || rec.OnExpiry == apitype.OnExpiryPause) && rec.Backend == s.cfg.Runtime.Name():
+			// One whose lifetime ended while no daemon ran, and which is
+			// to be paused then, is paused once it is re-attached.
 			b.checking = true
 			b.setPorts(ports[rec.ID])
 			s.boxes[rec.ID] = b
@@ -271,7 +273,7 @@ func (s *Service) expiredBoxes(now time.Time) (expired, dead, pause []*box) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, b := range s.boxes {
-		if b.expired(now, s.cfg.DeadKeep) && b.rec.OnExpiry == apitype.OnExpiryPause {
+		if b.dueForPause(now) {
 			if b.claim(StatusRunning, StatusPausing) {
 				pause = append(pause, b)
 			}

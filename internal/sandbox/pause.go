@@ -74,6 +74,20 @@ func (b *box) claim(from, to string) bool {
 	return true
 }
 
+// pausesAtExpiryLocked reports whether b is paused, rather than
+// destroyed, when its lifetime ends.
+func (b *box) pausesAtExpiryLocked() bool {
+	return b.rec.OnExpiry == apitype.OnExpiryPause && b.rec.Status != StatusDead
+}
+
+// dueForPause reports whether b's lifetime has ended and its policy says
+// pause.
+func (b *box) dueForPause(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.pausesAtExpiryLocked() && b.rec.Status == StatusRunning && !now.Before(b.rec.ExpiresAt)
+}
+
 // pauseInfoLocked adds b's pause state and disk use to info.
 func (b *box) pauseInfoLocked(info *Info) {
 	l := b.rec.Lifecycle

@@ -305,7 +305,7 @@ func (b *box) expired(now time.Time, keep time.Duration) bool {
 	if b.rec.Status == StatusDead && !now.Before(b.death.At.Add(keep)) {
 		return true
 	}
-	if standsStill(b.rec.Status) { // a paused sandbox's lifetime stands still
+	if standsStill(b.rec.Status) || b.pausesAtExpiryLocked() { // paused, not gone, at its end (pause.go)
 		return false
 	}
 	return !now.Before(b.rec.ExpiresAt)
