@@ -90,6 +90,7 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.ProcFirstBytes, "proc-first-bytes", o.ProcFirstBytes, "background processes whose first output byte is timed to a follow client")
 	fs.IntVar(&o.TreeFiles, "tree-files", o.TreeFiles, "files of 4 KiB uploaded as one tar stream, beside the same bytes as one file (0: skip)")
 	fs.IntVar(&o.WatchEvents, "watch-events", o.WatchEvents, "watch events to time, from a touch through exec to the event (0: skip)")
+	fs.IntVar(&o.Pauses, "pauses", o.Pauses, "pauses, resumes, checkpoints and rollbacks of one sandbox to time, beside cold creates (0: skip)")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")

@@ -59,6 +59,9 @@ type Options struct {
 
 	TreeFiles   int // files of 4 KiB in the tree uploaded as one tar stream
 	WatchEvents int // watch events timed
+	// Pauses is how many pauses, resumes, checkpoints and rollbacks of one
+	// sandbox are timed (pause.go).
+	Pauses int
 	// Net is the test network the network benchmarks use (StartNet);
 	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
 	// through its zone (one the bench started with StartNet's flags),
@@ -92,6 +95,7 @@ func Defaults() Options {
 		ProcFirstBytes: 100,
 		TreeFiles:      5000,
 		WatchEvents:    50,
+		Pauses:         5,
 		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -116,6 +120,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"preview-gets", &o.PreviewGets, 50},
 		{"dns-lookups", &o.DNSLookups, 50},
 		{"proc-first-bytes", &o.ProcFirstBytes, 30},
+		{"pauses", &o.Pauses, 3},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -133,7 +138,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.Pauses) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -179,6 +184,7 @@ func (o *Options) groups() map[string][]*int {
 		"procs":    {&o.ProcFirstBytes},
 		"tree":     {&o.TreeFiles},
 		"watch":    {&o.WatchEvents},
+		"pause":    {&o.Pauses}, // and resume, checkpoint, rollback, paused_disk
 	}
 }
 

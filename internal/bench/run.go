@@ -90,6 +90,11 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	if b.o.TreeFiles > 0 || b.o.WatchEvents > 0 {
 		b.runTree(ctx, info, add)
 	}
+	if b.o.Pauses > 0 {
+		for _, r := range b.benchPause(ctx, info) {
+			add(r)
+		}
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {
