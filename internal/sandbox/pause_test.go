@@ -162,3 +162,23 @@ func TestCheckpointRollbackInput(t *testing.T) {
 	_, err = sb.Rollback(ctx, "base")
 	wantErr(t, err, ErrPaused)
 }
+
+func TestPausedRefusesLifecycleChanges(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	info := e.createOne(t, CreateOptions{})
+	if _, err := e.svc.Pause(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	_, err := e.svc.Extend(ctx, info.ID, time.Minute)
+	wantErr(t, err, ErrPaused)
+	_, err = e.svc.Resume(ctx, info.ID, 2*time.Hour)
+	wantErr(t, err, ErrInvalid)
+	r, err := e.svc.Resume(ctx, info.ID, 30*time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if left := time.Until(r.ExpiresAt); left < 29*time.Minute {
+		t.Fatalf("resumed with ttl 30m: %s left", left)
+	}
+}

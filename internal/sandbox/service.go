@@ -376,6 +376,9 @@ func (s *Service) Extend(ctx context.Context, id string, ttl time.Duration) (Inf
 	if err := b.deadErr(); err != nil {
 		return Info{}, err
 	}
+	if b.paused() { // its lifetime stands still: a resume takes ttl_secs
+		return Info{}, fmt.Errorf("%w: sandbox %s is paused: resume it (resume takes a ttl_secs of its own)", ErrPaused, id)
+	}
 	exp := time.Now().Add(ttl)
 	if err := s.cfg.Store.SetExpiry(ctx, id, exp); err != nil {
 		return Info{}, err
