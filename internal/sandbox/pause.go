@@ -363,10 +363,13 @@ func (s *Service) restoreInPlace(ctx context.Context, b *box, dir string) error 
 	b.mu.Lock()
 	b.exit = nil
 	b.mu.Unlock()
+	t0 := time.Now()
 	err = s.cfg.Runtime.Restore(ctx, spec, dir)
+	t1 := time.Now()
 	if err == nil {
 		err = s.attachNetwork(ctx, b)
 	}
+	t2 := time.Now()
 	if err == nil {
 		err = s.awaitAgent(ctx, b, restoredCall(r.ID))
 	}
@@ -374,6 +377,7 @@ func (s *Service) restoreInPlace(ctx context.Context, b *box, dir string) error 
 		s.stop(ctx, b)
 		return err
 	}
+	s.log.Debug("restored in place", "id", r.ID, "restore", t1.Sub(t0), "network", t2.Sub(t1), "agent", time.Since(t2))
 	return nil
 }
 
