@@ -23,6 +23,12 @@ func (s *Server) addPauseTools(srv *sdk.Server) {
 		hints{destructive: true, idempotent: true}), s.rollbackSandbox)
 }
 
+// pauseIn is create_sandbox's pause policy.
+type pauseIn struct {
+	AutoResume bool   `json:"auto_resume,omitempty" jsonschema:"resume the sandbox when a call reaches it while it is paused (pause_sandbox)"`
+	OnExpiry   string `json:"on_expiry,omitempty" jsonschema:"at the end of its lifetime: kill (the default) or pause (resume_sandbox brings it back)"`
+}
+
 type resumeIn struct {
 	SandboxRef
 	TTLSecs int64 `json:"ttl_secs,omitempty" jsonschema:"its lifetime from now in seconds; empty: what it had left at the pause"`
