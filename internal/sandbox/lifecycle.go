@@ -76,9 +76,12 @@ type recovery struct {
 	destroy []*box   // records of sandboxes not to keep
 	release []*box   // dead, still listed: let go of what may be left
 	orphans []string // held by the runtime, without a record
+	paused  []*box   // recorded paused: let go of a resume left half done
 }
 
-func (p recovery) len() int { return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) }
+func (p recovery) len() int {
+	return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) + len(p.paused)
+}
 
 // plan sorts the records an earlier daemon left, and the runtime's
 // sandboxes, into what to check, keep as dead, and destroy. Those to
@@ -105,8 +108,9 @@ func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, port
 		case rec.Status == StatusPaused && rec.Backend == s.cfg.Runtime.Name():
 			// Its state is on disk; whatever the runtime holds for it is
 			// a resume the earlier daemon did not finish, to be undone.
+			b.checking = true
 			s.boxes[rec.ID] = b
-			p.orphans = append(p.orphans, rec.ID)
+			p.paused = append(p.paused, b)
 		case rec.Status == StatusRunning && (now.Before(rec.ExpiresAt) || rec.OnExpiry == apitype.OnExpiryPause) && rec.Backend == s.cfg.Runtime.Name():
 			// One whose lifetime ended while no daemon ran, and which is
 			// to be paused then, is paused once it is re-attached.
@@ -159,6 +163,9 @@ func (s *Service) reconcile(ctx context.Context, p recovery) {
 	}
 	for _, b := range p.release {
 		run(func() { s.releaseDead(ctx, b) })
+	}
+	for _, b := range p.paused {
+		run(func() { s.settlePaused(ctx, b) })
 	}
 	for _, id := range p.orphans {
 		run(func() {

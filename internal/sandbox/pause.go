@@ -229,10 +229,13 @@ func (s *Service) stop(ctx context.Context, b *box) {
 // stopped; one whose process ended meanwhile is dead.
 func (s *Service) backToRunning(b *box) {
 	b.mu.Lock()
-	b.rec.Status = StatusRunning
+	reverted := b.rec.Status == StatusPausing // else it is being deleted
+	if reverted {
+		b.rec.Status = StatusRunning
+	}
 	ex := b.exit
 	b.mu.Unlock()
-	if ex != nil {
+	if reverted && ex != nil {
 		s.markDead(b, *ex)
 	}
 }
@@ -320,8 +323,11 @@ func (s *Service) claimResume(b *box) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b.mu.Lock()
-	st := b.rec.Status
+	st, checking := b.rec.Status, b.checking
 	b.mu.Unlock()
+	if checking {
+		return fmt.Errorf("%w: the daemon restarted and is still cleaning up after sandbox %s", ErrRetry, b.rec.ID)
+	}
 	switch st {
 	case StatusPaused:
 	case StatusRunning:
@@ -412,10 +418,22 @@ func (s *Service) OpenAuto(ctx context.Context, id, token string) (*Sandbox, err
 		// Another call is resuming it: its lock is held until it is done.
 		b.ckptMu.Lock()
 		b.ckptMu.Unlock()
-	} else if rerr := s.resume(ctx, b, 0); rerr != nil && !errors.Is(rerr, errNotPaused) && !errors.Is(rerr, ErrRetry) {
+	} else if rerr := s.resume(ctx, b, 0); rerr != nil && !errors.Is(rerr, errNotPaused) {
 		return nil, rerr
 	}
 	return s.Open(id, token)
+}
+
+// settlePaused has the runtime let go of whatever it holds for a paused
+// sandbox after a restart (a resume the earlier daemon did not finish),
+// then lets it be resumed.
+func (s *Service) settlePaused(ctx context.Context, b *box) {
+	if err := s.cfg.Runtime.Destroy(ctx, b.rec.ID); err != nil {
+		s.log.Warn("release what a paused sandbox's unfinished resume left", "id", b.rec.ID, "err", err)
+	}
+	b.mu.Lock()
+	b.checking = false
+	b.mu.Unlock()
 }
 
 // removeSaved deletes a destroyed sandbox's saved state and checkpoints,
