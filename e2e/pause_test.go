@@ -159,6 +159,11 @@ func TestPauseResume(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(d.stateDir(), "paused", sb.id)); err != nil {
 			t.Fatalf("%s: no saved state: %v", round, err)
 		}
+		// Nothing of it is left on the host but its saved state: no
+		// directory, namespace, cgroup, mount or RAM file.
+		if r := countResources(t, d.stateDir()); r != base {
+			t.Fatalf("%s: paused, the host holds %+v, want %+v as before the sandbox", round, r, base)
+		}
 		_, err := d.c.Exec(ctx, sb.id, sb.token, apitype.ExecRequest{Shell: "true"})
 		wantCode(t, err, 409, round+": exec in a paused sandbox")
 		if !strings.Contains(err.Error(), "paused: resume it") {
@@ -336,4 +341,43 @@ func TestCheckpointRollback(t *testing.T) {
 	pauseOK(t, d, sb.id)
 	_, err = d.c.Rollback(ctx, sb.id, sb.token, "before")
 	wantCode(t, err, 409, "rollback of a paused sandbox")
+}
+
+// TestPauseCLI: cove create --auto-resume --on-expiry, cove pause, resume,
+// checkpoint, checkpoints (table and --json) and rollback.
+func TestPauseCLI(t *testing.T) {
+	d := suite.shared
+	home := t.TempDir()
+	id := strings.TrimSpace(coveCLI(t, d, home, "create", "-q", "--snapshot", suite.base, "--on-expiry", "pause"))
+	t.Cleanup(func() { d.c.DeleteSandbox(context.Background(), id) })
+	if got, _ := d.c.GetSandbox(context.Background(), id); got.OnExpiry != apitype.OnExpiryPause || got.AutoResume {
+		t.Fatalf("cove create --on-expiry pause made %+v", got)
+	}
+	coveCLI(t, d, home, "exec", id, "--", "sh", "-c", "echo one > /work/n")
+	if out := coveCLI(t, d, home, "checkpoint", id, "first"); !strings.HasPrefix(out, "first\t") {
+		t.Fatalf("cove checkpoint: %q", out)
+	}
+	if out := coveCLI(t, d, home, "checkpoints", id); !strings.Contains(out, "NAME") || !strings.Contains(out, "first") {
+		t.Fatalf("cove checkpoints:\n%s", out)
+	}
+	if out := coveCLI(t, d, home, "checkpoints", id, "--json"); !strings.Contains(out, `"name": "first"`) {
+		t.Fatalf("cove checkpoints --json:\n%s", out)
+	}
+	coveCLI(t, d, home, "exec", id, "--", "sh", "-c", "echo two > /work/n")
+	coveCLI(t, d, home, "rollback", id, "first")
+	if out := coveCLI(t, d, home, "exec", id, "--", "cat", "/work/n"); out != "one\n" {
+		t.Fatalf("after cove rollback: %q", out)
+	}
+	if out := coveCLI(t, d, home, "pause", id); !strings.Contains(out, id+" paused") {
+		t.Fatalf("cove pause: %q", out)
+	}
+	if out := coveCLI(t, d, home, "ls"); !strings.Contains(out, "paused") {
+		t.Fatalf("cove ls of a paused sandbox:\n%s", out)
+	}
+	if out := coveCLI(t, d, home, "resume", id, "--ttl", "10m"); !strings.Contains(out, id+" resumed") {
+		t.Fatalf("cove resume: %q", out)
+	}
+	if out := coveCLI(t, d, home, "exec", id, "--", "cat", "/work/n"); out != "one\n" {
+		t.Fatalf("after cove resume: %q", out)
+	}
 }
