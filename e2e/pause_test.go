@@ -381,3 +381,47 @@ func TestPauseCLI(t *testing.T) {
 		t.Fatalf("after cove resume: %q", out)
 	}
 }
+
+// TestPauseMCP: an agent checkpoints, breaks and rolls back its sandbox,
+// and pauses and resumes it, through the daemon's /mcp.
+func TestPauseMCP(t *testing.T) {
+	d := suite.shared
+	cs := connectMCP(t, httpTransport(d.url, d.key))
+	var sb struct{ ID, Token string }
+	callOK(t, cs, "create_sandbox", map[string]any{"snapshot_tag": suite.base, "auto_resume": true}, &sb)
+	t.Cleanup(func() { d.c.DeleteSandbox(context.Background(), sb.ID) })
+	callOK(t, cs, "eval_code", map[string]any{"sandbox_id": sb.ID, "code": "state = 'good'"}, nil)
+	var c struct {
+		Name      string
+		SizeBytes int64 `json:"size_bytes"`
+	}
+	callOK(t, cs, "checkpoint_sandbox", map[string]any{"sandbox_id": sb.ID, "name": "good"}, &c)
+	if c.Name != "good" || c.SizeBytes <= 0 {
+		t.Fatalf("checkpoint_sandbox: %+v", c)
+	}
+	callOK(t, cs, "eval_code", map[string]any{"sandbox_id": sb.ID, "code": "state = 'broken'"}, nil)
+	callOK(t, cs, "rollback_sandbox", map[string]any{"sandbox_id": sb.ID, "checkpoint": "good"}, nil)
+	var ev struct{ Result string }
+	callOK(t, cs, "eval_code", map[string]any{"sandbox_id": sb.ID, "code": "state"}, &ev)
+	if ev.Result != "'good'" {
+		t.Fatalf("after rollback_sandbox: state = %s", ev.Result)
+	}
+	var st struct{ Status string }
+	callOK(t, cs, "pause_sandbox", map[string]any{"sandbox_id": sb.ID}, &st)
+	if st.Status != apitype.StatusPaused {
+		t.Fatalf("pause_sandbox: %+v", st)
+	}
+	// auto_resume: the next call resumes it.
+	callOK(t, cs, "eval_code", map[string]any{"sandbox_id": sb.ID, "code": "state"}, &ev)
+	if ev.Result != "'good'" {
+		t.Fatalf("after an auto-resume: state = %s", ev.Result)
+	}
+	callOK(t, cs, "pause_sandbox", map[string]any{"sandbox_id": sb.ID}, nil)
+	callOK(t, cs, "resume_sandbox", map[string]any{"sandbox_id": sb.ID}, &st)
+	if st.Status != apitype.StatusRunning {
+		t.Fatalf("resume_sandbox: %+v", st)
+	}
+	if msg := callErr(t, cs, "rollback_sandbox", map[string]any{"sandbox_id": sb.ID, "checkpoint": "nope"}); !strings.Contains(msg, "nope") {
+		t.Fatalf("rollback_sandbox to nope: %q", msg)
+	}
+}
