@@ -157,8 +157,11 @@ func (s *Service) pauseClaimed(ctx context.Context, b *box) error {
 	defer b.ckptMu.Unlock()
 	id := b.rec.ID
 	b.mu.Lock()
-	left := max(time.Until(b.rec.ExpiresAt), 0)
+	left := time.Until(b.rec.ExpiresAt)
 	b.mu.Unlock()
+	if left <= 0 { // paused at its expiry: a resume gives it a new lifetime
+		left = s.cfg.Limits.DefaultTTL
+	}
 	t0 := time.Now()
 	dir := s.pausedDir(id)
 	tmp := dir + ".tmp-" + randhex.New(4)
