@@ -182,3 +182,38 @@ func TestPausedRefusesLifecycleChanges(t *testing.T) {
 		t.Fatalf("resumed with ttl 30m: %s left", left)
 	}
 }
+
+func TestValidOnExpiry(t *testing.T) {
+	for _, tc := range []struct {
+		v    string
+		want bool
+	}{{"", true}, {"kill", true}, {"pause", true}, {"Pause", false}, {"stop", false}} {
+		if got := validOnExpiry(tc.v); got != tc.want {
+			t.Errorf("validOnExpiry(%q) = %v, want %v", tc.v, got, tc.want)
+		}
+	}
+}
+
+func TestDiskUsageCountsHardLinksOnce(t *testing.T) {
+	dir := t.TempDir()
+	blob := make([]byte, 1<<20)
+	for i := range blob {
+		blob[i] = byte(i)
+	}
+	if err := os.WriteFile(dir+"/a", blob, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	one := diskUsage(dir)
+	if one < 1<<20 {
+		t.Fatalf("a 1 MiB file takes %d bytes", one)
+	}
+	if err := os.Link(dir+"/a", dir+"/b"); err != nil {
+		t.Fatal(err)
+	}
+	if got := diskUsage(dir); got != one {
+		t.Fatalf("with a hard link: %d bytes, want %d", got, one)
+	}
+	if got := diskUsage(dir + "/missing"); got != 0 {
+		t.Fatalf("a missing directory takes %d bytes", got)
+	}
+}
