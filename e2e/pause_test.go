@@ -251,6 +251,19 @@ func TestPausedLifecycle(t *testing.T) {
 		if got, _ := d.c.GetSandbox(ctx, sb.id); got.Status != apitype.StatusRunning {
 			t.Fatalf("after a call: %+v", got)
 		}
+		// A request to an exposed port's preview URL resumes it too.
+		marker := serveMarker(t, d, sb, 8000)
+		pi, err := d.c.ExposePort(ctx, sb.id, sb.token, 8000, true)
+		if err != nil {
+			t.Fatal(err)
+		}
+		pauseOK(t, d, sb.id)
+		if resp, body := previewGet(t, previewClient(d, nil), pi.URL, nil); resp.StatusCode != 200 || !strings.Contains(body, marker) {
+			t.Fatalf("preview of a paused auto_resume sandbox: %d %q", resp.StatusCode, body)
+		}
+		if got, _ := d.c.GetSandbox(ctx, sb.id); got.Status != apitype.StatusRunning {
+			t.Fatalf("after a preview request: %+v", got)
+		}
 	})
 	t.Run("OnExpiryPause", func(t *testing.T) {
 		_, err := d.c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: suite.base, OnExpiry: "sleep"})

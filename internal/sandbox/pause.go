@@ -439,6 +439,31 @@ func (s *Service) settlePaused(ctx context.Context, b *box) {
 	b.mu.Unlock()
 }
 
+// resumeForPort resumes a paused sandbox created with auto_resume before
+// a connection to one of its exposed ports, which the caller was entitled
+// to (its port token, or a public port).
+func (s *Service) resumeForPort(ctx context.Context, id string) error {
+	b, err := s.lookup(id)
+	if err != nil {
+		return err
+	}
+	b.mu.Lock()
+	auto, st := b.rec.AutoResume, b.rec.Status
+	b.mu.Unlock()
+	switch {
+	case !auto || (st != StatusPaused && st != StatusResuming):
+		return nil
+	case st == StatusResuming:
+		b.ckptMu.Lock() // held by the resume in flight until it is done
+		b.ckptMu.Unlock()
+		return nil
+	}
+	if err := s.resume(ctx, b, 0); err != nil && !errors.Is(err, errNotPaused) {
+		return err
+	}
+	return nil
+}
+
 // removeSaved deletes a destroyed sandbox's saved state and checkpoints,
 // after any pause or checkpoint in flight.
 func (s *Service) removeSaved(b *box) error {
