@@ -438,3 +438,89 @@ func TestPauseMCP(t *testing.T) {
 		t.Fatalf("rollback_sandbox to nope: %q", msg)
 	}
 }
+
+// TestPauseKilledMidway kills the daemon with SIGKILL while a pause, a
+// checkpoint, a rollback and a resume are under way, and restarts it:
+// the sandbox is then running, paused or dead, never stuck in between;
+// nothing half-written is left; and once it is deleted the host holds
+// nothing of it.
+func TestPauseKilledMidway(t *testing.T) {
+	d, err := startDaemon(filepath.Join(suite.tmp, "pause-killed"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := countResources(t, d.stateDir())
+	defer func() {
+		d.stop()
+		waitResources(t, d.stateDir(), base)
+		for _, dir := range []string{"paused", "checkpoints"} {
+			if ents, _ := os.ReadDir(filepath.Join(d.stateDir(), dir)); len(ents) != 0 {
+				t.Errorf("%s/ holds %d entries after every sandbox was deleted", dir, len(ents))
+			}
+		}
+	}()
+	ctx := context.Background()
+	fresh := func() sandbox {
+		sb := create(t, d, apitype.CreateSandboxRequest{})[0]
+		if _, err := d.c.Checkpoint(ctx, sb.id, sb.token, "base"); err != nil {
+			t.Fatal(err)
+		}
+		return sb
+	}
+	sb := fresh()
+	ops := []struct{ name, path, body string }{
+		{"pause", "/pause", ""},
+		{"resume", "/resume", ""},
+		{"checkpoint", "/checkpoints", `{"name":"mid"}`},
+		{"rollback", "/rollback", `{"checkpoint":"base"}`},
+	}
+	for i, op := range ops {
+		got, err := d.c.GetSandbox(ctx, sb.id)
+		if err != nil {
+			t.Fatalf("before the %s: %v", op.name, err)
+		}
+		if got.Status == apitype.StatusDead { // at the last kill: carry on with another
+			d.c.DeleteSandbox(ctx, sb.id)
+			sb = fresh()
+			got.Status = apitype.StatusRunning
+		}
+		switch {
+		case op.name == "resume" && got.Status != apitype.StatusPaused:
+			pauseOK(t, d, sb.id)
+		case op.name != "resume" && got.Status == apitype.StatusPaused:
+			resumeOK(t, d, sb.id)
+		}
+		done := make(chan int, 1)
+		go func() { done <- postQuietly(d, "/v1/sandboxes/"+sb.id+op.path, sb.token, op.body) }()
+		// Somewhere inside the operation: its runtime call takes longer.
+		time.Sleep(time.Duration(20+40*i) * time.Millisecond)
+		d.kill9()
+		t.Logf("%s: killed the daemon; the call answered %d", op.name, <-done)
+		if err := d.start(); err != nil {
+			t.Fatal(err)
+		}
+		got, err = d.c.GetSandbox(ctx, sb.id)
+		if err != nil {
+			t.Fatalf("after a kill mid-%s: %v", op.name, err)
+		}
+		t.Logf("%s: after the restart the sandbox is %s", op.name, got.Status)
+		switch got.Status {
+		case apitype.StatusRunning:
+			execOK(t, d, sb, "true")
+		case apitype.StatusPaused:
+			resumeOK(t, d, sb.id)
+			execOK(t, d, sb, "true")
+		case apitype.StatusDead:
+		default:
+			t.Fatalf("after a kill mid-%s the sandbox is %q", op.name, got.Status)
+		}
+		for _, dir := range []string{filepath.Join(d.stateDir(), "paused"), filepath.Join(d.stateDir(), "checkpoints", sb.id)} {
+			ents, _ := os.ReadDir(dir)
+			for _, e := range ents {
+				if strings.HasPrefix(e.Name(), ".tmp-") || strings.Contains(e.Name(), ".tmp-") {
+					t.Errorf("after a kill mid-%s: %s/%s left", op.name, dir, e.Name())
+				}
+			}
+		}
+	}
+}
