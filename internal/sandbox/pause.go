@@ -477,38 +477,78 @@ func (s *Service) removeSaved(b *box) error {
 }
 
 // recoverSaved loads the checkpoints of the sandboxes Recover kept, and
-// removes saved state no record names: what a crash left half written,
-// or a sandbox whose record went.
+// removes saved state no record names: what a crash left half written
+// (.tmp- entries, a checkpoint renamed but not recorded), a resumed
+// sandbox's state left behind, or a sandbox whose record went.
 func (s *Service) recoverSaved(ctx context.Context) error {
 	ckpts, err := s.cfg.Store.Checkpoints(ctx)
 	if err != nil {
 		return err
 	}
+	paused := map[string]bool{}           // ids whose saved state is theirs
+	names := map[string]map[string]bool{} // checkpoint names kept, by id
 	s.mu.Lock()
-	keep := map[string]bool{}
-	for id, b := range s.boxes {
-		keep[id] = true
-		b.mu.Lock()
-		b.ckpts = ckpts[id]
-		b.mu.Unlock()
-	}
-	for id := range s.dead {
-		keep[id] = true
+	for _, m := range []map[string]*box{s.boxes, s.dead} {
+		for id, b := range m {
+			kept := s.existingCheckpoints(ctx, id, ckpts[id])
+			names[id] = map[string]bool{}
+			for _, c := range kept {
+				names[id][c.Name] = true
+			}
+			b.mu.Lock()
+			b.ckpts = kept
+			paused[id] = b.rec.Status == StatusPaused
+			b.mu.Unlock()
+		}
 	}
 	s.mu.Unlock()
-	for _, root := range []string{s.cfg.PausedDir, s.cfg.CheckpointDir} {
-		ents, err := os.ReadDir(root)
-		if errors.Is(err, fs.ErrNotExist) {
-			continue
-		}
-		if err != nil {
+	if err := s.pruneDir(s.cfg.PausedDir, paused); err != nil {
+		return err
+	}
+	keep := map[string]bool{}
+	for id := range names {
+		keep[id] = true
+	}
+	if err := s.pruneDir(s.cfg.CheckpointDir, keep); err != nil {
+		return err
+	}
+	for id, n := range names {
+		if err := s.pruneDir(s.checkpointRoot(id), n); err != nil {
 			return err
 		}
-		for _, e := range ents {
-			if !keep[e.Name()] {
-				s.log.Info("removing saved state without a sandbox", "dir", filepath.Join(root, e.Name()))
-				os.RemoveAll(filepath.Join(root, e.Name()))
-			}
+	}
+	return nil
+}
+
+// existingCheckpoints is cs less those whose directory is gone, whose
+// records it drops.
+func (s *Service) existingCheckpoints(ctx context.Context, id string, cs []store.Checkpoint) []store.Checkpoint {
+	var out []store.Checkpoint
+	for _, c := range cs {
+		if _, err := os.Stat(filepath.Join(s.checkpointRoot(id), c.Name)); err != nil {
+			s.log.Warn("checkpoint lost its directory; dropping it", "id", id, "name", c.Name)
+			s.cfg.Store.DeleteCheckpoint(ctx, id, c.Name)
+			continue
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// pruneDir removes the entries of dir that keep does not name; a missing
+// dir has none.
+func (s *Service) pruneDir(dir string, keep map[string]bool) error {
+	ents, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	for _, e := range ents {
+		if !keep[e.Name()] {
+			s.log.Info("removing saved state no record names", "path", filepath.Join(dir, e.Name()))
+			os.RemoveAll(filepath.Join(dir, e.Name()))
 		}
 	}
 	return nil

@@ -217,3 +217,40 @@ func TestDiskUsageCountsHardLinksOnce(t *testing.T) {
 		t.Fatalf("a missing directory takes %d bytes", got)
 	}
 }
+
+func TestRecoverPrunesSavedState(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	info := e.createOne(t, CreateOptions{})
+	if _, err := e.open(t, info.ID, info.Token).Checkpoint(ctx, "kept"); err != nil {
+		t.Fatal(err)
+	}
+	root := e.svc.checkpointRoot(info.ID)
+	// What a daemon killed midway leaves: a half-written checkpoint, one
+	// renamed but not recorded, a resumed sandbox's old state, a stranger's.
+	for _, d := range []string{root + "/.tmp-x-1234", root + "/unrecorded", e.svc.pausedDir(info.ID),
+		e.svc.pausedDir("sb-gone") + ".tmp-ab", e.svc.checkpointRoot("sb-gone")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.restart(t)
+	ents, _ := os.ReadDir(root)
+	if len(ents) != 1 || ents[0].Name() != "kept" {
+		t.Fatalf("checkpoints left: %v", ents)
+	}
+	for _, d := range []string{e.svc.cfg.PausedDir, e.svc.cfg.CheckpointDir} {
+		ents, _ := os.ReadDir(d)
+		for _, ent := range ents {
+			if ent.Name() != info.ID {
+				t.Errorf("%s/%s left", d, ent.Name())
+			}
+		}
+	}
+	if _, err := os.Stat(e.svc.pausedDir(info.ID)); !os.IsNotExist(err) {
+		t.Errorf("a running sandbox's old saved state is left: %v", err)
+	}
+	if got := e.open(t, info.ID, info.Token).Checkpoints(); len(got) != 1 {
+		t.Fatalf("checkpoints = %+v", got)
+	}
+}
