@@ -92,6 +92,7 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.WatchEvents, "watch-events", o.WatchEvents, "watch events to time, from a touch through exec to the event (0: skip)")
 	fs.IntVar(&o.ImageImportMiB, "image-import-mib", o.ImageImportMiB, "size in MiB of the generated OCI image whose import is timed, beside a re-import (0: skip)")
 	fs.IntVar(&o.TemplateBuilds, "template-builds", o.TemplateBuilds, "Dockerfile templates to build cold, then again with every step cached (0: skip)")
+	fs.IntVar(&o.Pauses, "pauses", o.Pauses, "pauses, resumes, checkpoints and rollbacks of one sandbox to time, beside cold creates (0: skip)")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")

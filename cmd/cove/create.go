@@ -74,6 +74,7 @@ it (a snapshot's children take its policy); cove net changes it later.`,
 	meta.add(fs, "a snapshot's children take its")
 	addOutputFlags(fs, &asJSON, &ids, "print only the sandbox ids, one a line")
 	addPolicyFlags(cmd, cfg, &pf, "egress")
+	addPauseFlags(cmd, &req)
 	cmd.RegisterFlagCompletionFunc("snapshot", completeEach(cfg.snapshotTags))
 	return cmd
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dustin/go-humanize"
 	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -116,7 +117,15 @@ func printSandbox(w io.Writer, sb apitype.SandboxInfo) error {
 	row("backend", "%s", sb.Backend)
 	row("image", "%s", sandboxImage(sb))
 	row("size", "%d CPUs, %d MiB memory, %d MiB disk, %d processes", sb.CPUs, sb.MemoryMiB, sb.DiskMiB, sb.Pids)
-	row("expires in", "%s", fmtUntil(now, sb.ExpiresAtUnix))
+	if sb.Status == apitype.StatusPaused { // its lifetime stands still
+		row("paused", "%s on disk, %s of its lifetime left for its resume", humanize.IBytes(uint64(sb.PausedBytes)),
+			time.Duration(sb.RemainingTTLSecs)*time.Second)
+	} else {
+		row("expires in", "%s", fmtUntil(now, sb.ExpiresAtUnix))
+	}
+	if sb.CheckpointBytes > 0 {
+		row("checkpoints", "%s on disk (cove checkpoints)", humanize.IBytes(uint64(sb.CheckpointBytes)))
+	}
 	row("labels", "%s", fmtLabels(sb.Labels))
 	row("user", "%s", cmp.Or(sb.User, "root"))
 	policyRows(tw, sb.Network)

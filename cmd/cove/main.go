@@ -59,6 +59,7 @@ of the sandboxes they make.`,
 		newCreateCmd(cfg), newLsCmd(cfg), newExecCmd(cfg), newShellCmd(cfg), newCpCmd(cfg), newFSCmd(cfg), newKillCmd(cfg),
 		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
 		newPortForwardCmd(cfg), newPsCmd(cfg), newLogsCmd(cfg), newKillProcCmd(cfg), newStdinCmd(cfg), newWatchCmd(cfg),
+		newPauseCmd(cfg), newResumeCmd(cfg), newCheckpointCmd(cfg), newCheckpointsCmd(cfg), newRollbackCmd(cfg),
 	} {
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)

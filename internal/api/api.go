@@ -122,6 +122,7 @@ func (s *Server) routes() {
 	s.procRoutes(m)
 	s.treeRoutes(m)
 	s.imageRoutes(m)
+	s.pauseRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))
@@ -188,7 +189,8 @@ func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
 // handler the opened sandbox.
 func (s *Server) data(h func(http.ResponseWriter, *http.Request, *sandbox.Sandbox)) http.HandlerFunc {
 	return s.auth(func(w http.ResponseWriter, r *http.Request) {
-		sb, err := s.svc.Open(r.PathValue("id"), sandboxToken(r))
+		// A paused sandbox created with auto_resume is resumed first.
+		sb, err := s.svc.OpenAuto(r.Context(), r.PathValue("id"), sandboxToken(r))
 		if err != nil {
 			s.fail(w, r, err)
 			return
@@ -283,6 +285,8 @@ func hint(err error) string {
 		return " (GET /v1/sandboxes/{id} shows dead_reason until the daemon forgets it; create a new sandbox)"
 	case errors.Is(err, sandbox.ErrRetry):
 		return " (try again after Retry-After)"
+	case errors.Is(err, sandbox.ErrPaused):
+		return " (POST /v1/sandboxes/{id}/resume; or create it with auto_resume)"
 	}
 	return ""
 }

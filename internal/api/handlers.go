@@ -55,6 +55,9 @@ func (s *Server) sandboxInfo(i sandbox.Info) apitype.SandboxInfo {
 		CPUs: i.CPUs, MemoryMiB: i.MemoryMiB, DiskMiB: i.DiskMiB, Pids: i.Pids, CreatedAtUnix: i.CreatedAt.Unix(),
 		ExpiresAtUnix: i.ExpiresAt.Unix(), Token: i.Token, DeadReason: i.DeadReason, DiedAtUnix: unixOrZero(i.DiedAt),
 		Network: apitype.NetworkPolicy(i.Network), Labels: i.Labels, User: i.User, Env: i.Env, Cwd: i.Cwd,
+		AutoResume: i.AutoResume, OnExpiry: i.OnExpiry, PausedAtUnix: unixOrZero(i.PausedAt),
+		RemainingTTLSecs: int64(i.Remaining.Seconds()), PausedBytes: i.PausedBytes, CheckpointBytes: i.CheckpointBytes,
+		DiskBytes: i.PausedBytes + i.CheckpointBytes,
 	}
 	for _, p := range i.Ports {
 		pi := s.portInfo(i.ID, p)
@@ -86,6 +89,7 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 		Image: req.Image, SnapshotTag: req.SnapshotTag, N: req.N, TTL: ttl(req.TTLSecs),
 		CPUs: req.CPUs, MemoryMiB: req.MemoryMiB, DiskMiB: req.DiskMiB, Pids: req.Pids, SnapshotToken: sandboxToken(r),
 		Network: policy(req.Network), Labels: req.Labels, User: req.User, Env: req.Env, Cwd: req.Cwd,
+		AutoResume: req.AutoResume, OnExpiry: req.OnExpiry,
 	})
 	if err != nil {
 		s.fail(w, r, err)

@@ -66,6 +66,9 @@ type Options struct {
 	// ImageImportMiB is the size of the generated OCI image whose import
 	// is timed (imageimport.go).
 	ImageImportMiB int
+	// Pauses is how many pauses, resumes, checkpoints and rollbacks of one
+	// sandbox are timed (pause.go).
+	Pauses int
 	// Net is the test network the network benchmarks use (StartNet);
 	// nil: Run starts its own. ZoneUpstream says that the daemon resolves
 	// through its zone (one the bench started with StartNet's flags),
@@ -101,6 +104,7 @@ func Defaults() Options {
 		WatchEvents:    50,
 		ImageImportMiB: 64,
 		TemplateBuilds: 3,
+		Pauses:         5,
 		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -127,6 +131,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"proc-first-bytes", &o.ProcFirstBytes, 30},
 		{"image-import-mib", &o.ImageImportMiB, 32},
 		{"template-builds", &o.TemplateBuilds, 1},
+		{"pauses", &o.Pauses, 3},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -144,7 +149,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds, o.Pauses) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -192,6 +197,7 @@ func (o *Options) groups() map[string][]*int {
 		"watch":    {&o.WatchEvents},
 		"image":    {&o.ImageImportMiB}, // image_import_N
 		"template": {&o.TemplateBuilds},
+		"pause":    {&o.Pauses}, // and resume, checkpoint, rollback, paused_disk
 	}
 }
 

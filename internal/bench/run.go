@@ -98,6 +98,11 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 			add(r)
 		}
 	}
+	if b.o.Pauses > 0 {
+		for _, r := range b.benchPause(ctx, info) {
+			add(r)
+		}
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {

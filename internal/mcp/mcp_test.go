@@ -78,9 +78,10 @@ func TestToolsList(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"branch_sandbox", "create_sandbox", "eval_code", "exec_command", "expose_port", "extend_sandbox",
+	want := []string{"branch_sandbox", "checkpoint_sandbox", "create_sandbox", "eval_code", "exec_command", "expose_port", "extend_sandbox",
 		"get_sandbox", "get_service_info", "get_usage", "kill_sandbox", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
-		"list_templates", "make_dir", "move_file", "ping_sandbox", "read_file", "read_process_output", "remove_file", "sandbox_run", "set_network",
+		"list_templates", "make_dir", "move_file", "pause_sandbox", "ping_sandbox", "read_file", "read_process_output", "remove_file", "resume_sandbox",
+		"rollback_sandbox", "sandbox_run", "set_network",
 		"signal_process", "snapshot_sandbox", "spawn_sandboxes", "stat_file", "wait_for_text", "write_file", "write_process_stdin"}
 	wantRO := []string{"get_sandbox", "get_service_info", "get_usage", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
 		"list_templates",
@@ -99,7 +100,7 @@ func TestToolsList(t *testing.T) {
 		if a.OpenWorldHint == nil || *a.OpenWorldHint || a.DestructiveHint == nil {
 			t.Errorf("%s: want openWorldHint=false and an explicit destructiveHint", tl.Name)
 		}
-		if destructive := *a.DestructiveHint; destructive != slices.Contains([]string{"exec_command", "eval_code", "sandbox_run", "write_file", "kill_sandbox", "move_file", "remove_file", "signal_process"}, tl.Name) {
+		if destructive := *a.DestructiveHint; destructive != slices.Contains([]string{"exec_command", "eval_code", "sandbox_run", "write_file", "kill_sandbox", "move_file", "remove_file", "signal_process", "rollback_sandbox"}, tl.Name) {
 			t.Errorf("%s: destructiveHint=%v", tl.Name, destructive)
 		}
 		for _, schema := range []any{tl.InputSchema, tl.OutputSchema} {

@@ -103,6 +103,7 @@ type createIn struct {
 	DiskMiB      int     `json:"disk_mib,omitempty" jsonschema:"disk space it may write, in MiB; empty: the daemon's default"`
 	Network      *Policy `json:"network,omitempty" jsonschema:"what it may reach; empty: nothing, or a snapshot's policy when starting from one"`
 	metaIn
+	pauseIn
 }
 
 // metaIn is what create, spawn and branch take about the sandboxes they
@@ -119,6 +120,7 @@ func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
 		DiskMiB: in.DiskMiB, SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
 		Network: apiPolicy(in.Network), Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd,
+		AutoResume: in.AutoResume, OnExpiry: in.OnExpiry,
 	})
 	if err != nil {
 		return nil, Sandbox{}, s.explainSpawn(ctx, err, in.SnapshotTag)

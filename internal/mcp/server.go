@@ -57,6 +57,11 @@ type API interface {
 	ProcessOutput(ctx context.Context, id, token, ref string, offset, limit int64) (apitype.ProcessOutput, error)
 	WriteStdin(ctx context.Context, id, token, ref string, r io.Reader, closeAfter bool) (apitype.StdinResponse, error)
 	Signal(ctx context.Context, id, token, ref, sig string) (apitype.ProcessInfo, error)
+
+	PauseSandbox(ctx context.Context, id string) (apitype.SandboxInfo, error)
+	ResumeSandbox(ctx context.Context, id string, ttlSecs int64) (apitype.SandboxInfo, error)
+	Checkpoint(ctx context.Context, id, token, name string) (apitype.CheckpointInfo, error)
+	Rollback(ctx context.Context, id, token, name string) (apitype.SandboxInfo, error)
 }
 
 // Config configures a Server.

@@ -138,6 +138,7 @@ func (s *Server) addTools() {
 		readOnly()), s.waitForText)
 	s.addFSTools(srv)
 	s.addProcTools(srv)
+	s.addPauseTools(srv)
 
 	// Health, network and the service.
 	add(srv, tool("ping_sandbox", "Ping a sandbox",

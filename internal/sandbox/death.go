@@ -30,7 +30,14 @@ const deathGrace = 2 * time.Second
 // watch follows the runtime process of b, which runs or is pooled, until
 // b leaves: when the process ends first, the sandbox is dead.
 func (s *Service) watch(b *box) {
-	s.watchers.Go(func() { s.follow(b) })
+	done := make(chan struct{})
+	b.mu.Lock()
+	b.watchDone = done
+	b.mu.Unlock()
+	s.watchers.Go(func() {
+		defer close(done)
+		s.follow(b)
+	})
 }
 
 func (s *Service) follow(b *box) {
@@ -184,6 +191,10 @@ func (b *box) usableLocked() error {
 	switch {
 	case b.rec.Status == StatusDead:
 		return b.deadErrLocked()
+	case b.rec.Status == StatusPaused:
+		return fmt.Errorf("%w: sandbox %s is paused: resume it", ErrPaused, b.rec.ID)
+	case b.rec.Status == StatusPausing || b.rec.Status == StatusResuming:
+		return fmt.Errorf("%w: sandbox %s is %s", ErrRetry, b.rec.ID, b.rec.Status)
 	case b.rec.Status != StatusRunning:
 		return fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, b.rec.Status, ErrNotFound)
 	case b.checking:

@@ -39,6 +39,9 @@ var (
 	// ErrNoToken is ErrForbidden for a data-plane call without the
 	// sandbox's token.
 	ErrNoToken = fmt.Errorf("%w", ErrForbidden)
+	// ErrPaused is ErrConflict for a call to a paused sandbox (without
+	// auto_resume): resume it first.
+	ErrPaused = fmt.Errorf("%w", ErrConflict)
 	// ErrRetry is ErrUnavailable for a call refused, changing nothing,
 	// because what it needs is still being made ready (a sandbox checked
 	// after a restart, a snapshot being built): the same call will do

@@ -45,6 +45,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		return err
 	}
 	p := s.plan(recs, deaths, ports, ids)
+	if err := s.recoverSaved(ctx); err != nil {
+		return err
+	}
 	s.recovering.Store(int64(p.len()))
 
 	s.reaperDone = make(chan struct{})
@@ -73,9 +76,12 @@ type recovery struct {
 	destroy []*box   // records of sandboxes not to keep
 	release []*box   // dead, still listed: let go of what may be left
 	orphans []string // held by the runtime, without a record
+	paused  []*box   // recorded paused: let go of a resume left half done
 }
 
-func (p recovery) len() int { return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) }
+func (p recovery) len() int {
+	return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) + len(p.paused)
+}
 
 // plan sorts the records an earlier daemon left, and the runtime's
 // sandboxes, into what to check, keep as dead, and destroy. Those to
@@ -99,7 +105,15 @@ func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, port
 			}
 			s.dead[rec.ID] = b
 			p.release = append(p.release, b)
-		case rec.Status == StatusRunning && now.Before(rec.ExpiresAt) && rec.Backend == s.cfg.Runtime.Name():
+		case rec.Status == StatusPaused && rec.Backend == s.cfg.Runtime.Name():
+			// Its state is on disk; whatever the runtime holds for it is
+			// a resume the earlier daemon did not finish, to be undone.
+			b.checking = true
+			s.boxes[rec.ID] = b
+			p.paused = append(p.paused, b)
+		case rec.Status == StatusRunning && (now.Before(rec.ExpiresAt) || rec.OnExpiry == apitype.OnExpiryPause) && rec.Backend == s.cfg.Runtime.Name():
+			// One whose lifetime ended while no daemon ran, and which is
+			// to be paused then, is paused once it is re-attached.
 			b.checking = true
 			b.setPorts(ports[rec.ID])
 			s.boxes[rec.ID] = b
@@ -149,6 +163,9 @@ func (s *Service) reconcile(ctx context.Context, p recovery) {
 	}
 	for _, b := range p.release {
 		run(func() { s.releaseDead(ctx, b) })
+	}
+	for _, b := range p.paused {
+		run(func() { s.settlePaused(ctx, b) })
 	}
 	for _, id := range p.orphans {
 		run(func() {
@@ -239,7 +256,10 @@ func (s *Service) reap(ctx context.Context) {
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			expired, dead := s.expiredBoxes(now)
+			expired, dead, pause := s.expiredBoxes(now)
+			for _, b := range pause {
+				go s.pauseAtExpiry(ctx, b)
+			}
 			for _, b := range expired {
 				s.log.Info("sandbox expired", "id", b.rec.ID)
 				s.stats.Expired.Add(1)
@@ -254,11 +274,18 @@ func (s *Service) reap(ctx context.Context) {
 }
 
 // expiredBoxes removes and returns the live sandboxes whose time is up,
-// and the dead ones kept long enough.
-func (s *Service) expiredBoxes(now time.Time) (expired, dead []*box) {
+// and the dead ones kept long enough; those to be paused at their expiry
+// stay, marked pausing.
+func (s *Service) expiredBoxes(now time.Time) (expired, dead, pause []*box) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	for id, b := range s.boxes {
+		if b.dueForPause(now) {
+			if b.claim(StatusRunning, StatusPausing) {
+				pause = append(pause, b)
+			}
+			continue
+		}
 		if b.expired(now, s.cfg.DeadKeep) {
 			delete(s.boxes, id)
 			expired = append(expired, b)
@@ -270,7 +297,7 @@ func (s *Service) expiredBoxes(now time.Time) (expired, dead []*box) {
 			dead = append(dead, b)
 		}
 	}
-	return expired, dead
+	return expired, dead, pause
 }
 
 // Close stops the reaper and the pool filler, destroys pooled sandboxes

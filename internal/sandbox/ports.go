@@ -148,6 +148,9 @@ func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	if _, err := s.exposed(id, port); err != nil {
 		return nil, err
 	}
+	if err := s.resumeForPort(ctx, id); err != nil {
+		return nil, err
+	}
 	return s.dialPort(ctx, id, port)
 }
 
@@ -160,6 +163,8 @@ func (s *Service) exposed(id string, port int) (PortInfo, error) {
 	defer b.mu.Unlock()
 	if err := b.usableLocked(); errors.Is(err, ErrRetry) { // being checked after a restart
 		return PortInfo{}, err
+	} else if errors.Is(err, ErrPaused) && b.rec.AutoResume {
+		// Its ports stay exposed; DialPort resumes it (pause.go).
 	} else if err != nil {
 		return PortInfo{}, fmt.Errorf("sandbox %s does not run: %w: %v", id, ErrNotFound, err)
 	}

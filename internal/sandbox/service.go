@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -34,6 +35,9 @@ const (
 	StatusStopping = apitype.StatusStopping
 	StatusPooled   = apitype.StatusPooled
 	StatusDead     = apitype.StatusDead
+	StatusPausing  = apitype.StatusPausing
+	StatusPaused   = apitype.StatusPaused
+	StatusResuming = apitype.StatusResuming
 	// StatusBuilding marks the sandbox a snapshot is being built in: it is
 	// never handed to anyone, and a restart destroys it.
 	StatusBuilding = "building"
@@ -108,6 +112,9 @@ type Config struct {
 	DeadKeep time.Duration
 	// Network enforces egress policies; nil gives sandboxes no network.
 	Network Network
+	// PausedDir holds a paused sandbox's saved state, CheckpointDir its
+	// named checkpoints, one directory per sandbox; "": beside SnapshotDir.
+	PausedDir, CheckpointDir string
 }
 
 // Service manages sandboxes.
@@ -195,6 +202,10 @@ type box struct {
 	ckptMu sync.Mutex
 	// connMu serialises reconnecting to the agent.
 	connMu sync.Mutex
+	// watchDone is closed when its current watch has ended (pause.go).
+	watchDone chan struct{}
+	// ckpts are its checkpoints, oldest first; guarded by mu.
+	ckpts []store.Checkpoint
 }
 
 // Info describes a sandbox. Token is set only by Create.
@@ -222,6 +233,15 @@ type Info struct {
 	// Env and Cwd are what every process started in it gets by default.
 	Env map[string]string
 	Cwd string
+	// AutoResume and OnExpiry are its pause policy; a paused one has
+	// PausedAt, Remaining (its lifetime, standing still) and PausedBytes.
+	// CheckpointBytes is the disk its checkpoints take.
+	AutoResume      bool
+	OnExpiry        string
+	PausedAt        time.Time
+	Remaining       time.Duration
+	PausedBytes     int64
+	CheckpointBytes int64
 }
 
 // New builds a Service. Call Recover before serving, then Close at the end.
@@ -240,6 +260,12 @@ func New(cfg Config) *Service {
 	}
 	if cfg.DeadKeep == 0 {
 		cfg.DeadKeep = 10 * time.Minute
+	}
+	if cfg.PausedDir == "" {
+		cfg.PausedDir = filepath.Join(filepath.Dir(cfg.SnapshotDir), "paused")
+	}
+	if cfg.CheckpointDir == "" {
+		cfg.CheckpointDir = filepath.Join(filepath.Dir(cfg.SnapshotDir), "checkpoints")
 	}
 	bg, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, dead: map[string]*box{}, snapshots: map[string]*snap{},
@@ -263,10 +289,12 @@ func (b *box) info() Info {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	r := b.rec
-	return Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
+	info := Info{ID: r.ID, Status: r.Status, Backend: r.Backend, Image: r.Image, SnapshotTag: r.SnapshotTag,
 		CPUs: r.CPUs, MemoryMiB: r.MemoryMiB, DiskMiB: r.DiskMiB, Pids: r.Pids, CreatedAt: r.CreatedAt, ExpiresAt: r.ExpiresAt,
 		DeadReason: b.death.Reason, DiedAt: b.death.At, Network: b.net, Ports: b.portsLocked(),
 		Labels: decodeLabels(r.LabelsJSON), User: r.User, Env: envMap(r.EnvJSON), Cwd: r.Cwd}
+	b.pauseInfoLocked(&info)
+	return info
 }
 
 // expired reports whether the sandbox's time is up: its expiry, or for a
@@ -276,6 +304,9 @@ func (b *box) expired(now time.Time, keep time.Duration) bool {
 	defer b.mu.Unlock()
 	if b.rec.Status == StatusDead && !now.Before(b.death.At.Add(keep)) {
 		return true
+	}
+	if standsStill(b.rec.Status) || b.pausesAtExpiryLocked() { // paused, not gone, at its end (pause.go)
+		return false
 	}
 	return !now.Before(b.rec.ExpiresAt)
 }
@@ -345,6 +376,9 @@ func (s *Service) Extend(ctx context.Context, id string, ttl time.Duration) (Inf
 	if err := b.deadErr(); err != nil {
 		return Info{}, err
 	}
+	if b.paused() { // its lifetime stands still: a resume takes ttl_secs
+		return Info{}, fmt.Errorf("%w: sandbox %s is paused: resume it (resume takes a ttl_secs of its own)", ErrPaused, id)
+	}
 	exp := time.Now().Add(ttl)
 	if err := s.cfg.Store.SetExpiry(ctx, id, exp); err != nil {
 		return Info{}, err
@@ -388,6 +422,9 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 	}
 	if err := s.teardown(ctx, b); err != nil {
 		s.log.Error("destroy sandbox", "id", id, "err", err)
+		return fmt.Errorf("destroy sandbox %s: %w", id, err)
+	}
+	if err := s.removeSaved(b); err != nil {
 		return fmt.Errorf("destroy sandbox %s: %w", id, err)
 	}
 	if err := s.cfg.Store.DeleteSandbox(ctx, id); err != nil {

@@ -12,6 +12,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // CreateOptions are the inputs of Create. Zero values take defaults.
@@ -40,6 +41,9 @@ type CreateOptions struct {
 	// "": the snapshot's.
 	Env map[string]string
 	Cwd string
+	// AutoResume and OnExpiry are the sandboxes' pause policy (pause.go).
+	AutoResume bool
+	OnExpiry   string
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
@@ -61,6 +65,8 @@ func (s *Service) validate(o *CreateOptions) error {
 		return invalidf("disk_mib must be between %d and %d, got %d", MinDiskMiB, l.MaxDiskMiB, o.DiskMiB)
 	case o.Pids != 0 && (o.Pids < MinPids || o.Pids > l.MaxPids):
 		return invalidf("pids must be between %d and %d, got %d", MinPids, l.MaxPids, o.Pids)
+	case !validOnExpiry(o.OnExpiry):
+		return invalidf("on_expiry must be %q or %q, got %q", apitype.OnExpiryKill, apitype.OnExpiryPause, o.OnExpiry)
 	}
 	if o.N == 0 {
 		o.N = 1
@@ -114,6 +120,7 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 		return nil, err
 	}
 	src.checkMeta = o.User != "" || o.Cwd != ""
+	src.lifecycle = store.Lifecycle{AutoResume: o.AutoResume, OnExpiry: o.OnExpiry}
 	ready, err := s.reserve(o.N, src)
 	if err != nil {
 		return nil, err
@@ -169,6 +176,7 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 			tokens[i] = newToken()
 			if b := src.pooled(); b != nil {
 				b.setMeta(src.meta)
+				b.setLifecycle(src.lifecycle)
 				boxes[i], errs[i] = b, s.handOut(ctx, b, src.network, hashToken(tokens[i]), ttl)
 			} else {
 				sem <- struct{}{}
@@ -273,6 +281,8 @@ type source struct {
 	// sandbox is checked to have before the call answers; inherited ones
 	// were checked when their snapshot was saved.
 	checkMeta bool
+	// lifecycle is their pause policy.
+	lifecycle store.Lifecycle
 	// snap is the snapshot restored from, whose warm pool may hold ready
 	// sandboxes; nil for an image.
 	snap *snap
@@ -425,7 +435,9 @@ func (s *Service) release(n, memoryMiB int) {
 func (s *Service) memoryInUseLocked() int {
 	n := s.reservedMiB
 	for _, b := range s.boxes {
-		n += b.rec.MemoryMiB // set at creation, never changed
+		if !b.paused() {
+			n += b.rec.MemoryMiB // set at creation, never changed
+		}
 	}
 	for _, sn := range s.snapshots {
 		n += (len(sn.pool) + sn.filling) * sn.rec.MemoryMiB
@@ -457,7 +469,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
 		SnapshotTag: src.snapshotTag, CPUs: src.cpus, MemoryMiB: src.memoryMiB, TokenHash: tokenHash,
 		CreatedAt: now, ExpiresAt: now.Add(ttl), Limits: src.limits, NetworkJSON: encodePolicy(src.network),
-		Meta: src.meta,
+		Meta: src.meta, Lifecycle: src.lifecycle,
 	}
 	// The record comes first so that a daemon killed mid-start finds it and
 	// cleans up after itself.

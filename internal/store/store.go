@@ -42,6 +42,7 @@ type Sandbox struct {
 	// NetworkJSON is the sandbox's egress policy, as JSON; "" for none given.
 	NetworkJSON string
 	Meta        // labels and default user
+	Lifecycle   // pause and expiry policy, and a paused one's state
 }
 
 const schema = `
@@ -89,11 +90,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// One writer at a time is all SQLite allows; a single connection keeps
 	// writers from spinning on SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema+templateSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema+templateSchema+checkpointsSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
-	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations, metaMigrations) {
+	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations, metaMigrations, lifecycleMigrations) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)
@@ -159,16 +160,20 @@ func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
 	// and with it (ON DELETE CASCADE) the sandbox's ports.
 	_, err := db.ExecContext(ctx, `INSERT INTO sandboxes
 		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at,
-		 disk_mib, pids, open_files, network, labels, user, env, cwd)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 disk_mib, pids, open_files, network, labels, user, env, cwd,
+		 auto_resume, on_expiry, paused_at, paused_left_ms, paused_bytes)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, backend = excluded.backend, image = excluded.image,
 		 snapshot_tag = excluded.snapshot_tag, cpus = excluded.cpus, memory_mib = excluded.memory_mib,
 		 token_hash = excluded.token_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
 		 disk_mib = excluded.disk_mib, pids = excluded.pids, open_files = excluded.open_files, network = excluded.network,
-		 labels = excluded.labels, user = excluded.user, env = excluded.env, cwd = excluded.cwd`,
+		 labels = excluded.labels, user = excluded.user, env = excluded.env, cwd = excluded.cwd,
+		 auto_resume = excluded.auto_resume, on_expiry = excluded.on_expiry, paused_at = excluded.paused_at,
+		 paused_left_ms = excluded.paused_left_ms, paused_bytes = excluded.paused_bytes`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
 		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles, sb.NetworkJSON,
-		sb.LabelsJSON, sb.User, sb.EnvJSON, sb.Cwd)
+		sb.LabelsJSON, sb.User, sb.EnvJSON, sb.Cwd,
+		sb.AutoResume, sb.OnExpiry, unixMilliOrZero(sb.PausedAt), sb.PausedLeft.Milliseconds(), sb.PausedBytes)
 	if err != nil {
 		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
 	}
@@ -207,7 +212,8 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 // Sandboxes returns every sandbox record, oldest first.
 func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, status, backend, image, snapshot_tag, cpus, memory_mib,
-		token_hash, created_at, expires_at, disk_mib, pids, open_files, network, labels, user, env, cwd FROM sandboxes ORDER BY created_at, id`)
+		token_hash, created_at, expires_at, disk_mib, pids, open_files, network, labels, user, env, cwd,
+		auto_resume, on_expiry, paused_at, paused_left_ms, paused_bytes FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sandboxes: %w", err)
 	}
@@ -215,14 +221,16 @@ func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	var out []Sandbox
 	for rows.Next() {
 		var sb Sandbox
-		var created, expires int64
+		var created, expires, pausedAt, pausedLeft int64
 		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
 			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles, &sb.NetworkJSON,
-			&sb.LabelsJSON, &sb.User, &sb.EnvJSON, &sb.Cwd); err != nil {
+			&sb.LabelsJSON, &sb.User, &sb.EnvJSON, &sb.Cwd,
+			&sb.AutoResume, &sb.OnExpiry, &pausedAt, &pausedLeft, &sb.PausedBytes); err != nil {
 			return nil, fmt.Errorf("store: scan sandbox: %w", err)
 		}
 		sb.CreatedAt = time.UnixMilli(created)
 		sb.ExpiresAt = time.UnixMilli(expires)
+		sb.PausedAt, sb.PausedLeft = timeOrZero(pausedAt), time.Duration(pausedLeft)*time.Millisecond
 		out = append(out, sb)
 	}
 	return out, rows.Err()

@@ -84,6 +84,11 @@ type CreateSandboxRequest struct {
 	// must be a directory in the sandbox.
 	Env map[string]string `json:"env,omitempty"`
 	Cwd string            `json:"cwd,omitempty"`
+	// AutoResume: a data-plane call to the sandbox while it is paused
+	// resumes it first. OnExpiry (OnExpiryKill, the default, or
+	// OnExpiryPause) is what happens when its lifetime ends.
+	AutoResume bool   `json:"auto_resume,omitempty"`
+	OnExpiry   string `json:"on_expiry,omitempty"`
 	// SandboxToken is no part of the body: pkg/client sends it in the
 	// SandboxTokenHeader. A snapshot saved from a sandbox (by branch or
 	// snapshot) holds its state, so spawning from it takes that sandbox's
@@ -124,6 +129,18 @@ type SandboxInfo struct {
 	User   string            `json:"user,omitempty"`
 	Env    map[string]string `json:"env,omitempty"`
 	Cwd    string            `json:"cwd,omitempty"`
+	// AutoResume and OnExpiry are as created. A paused sandbox has
+	// PausedAtUnix and RemainingTTLSecs (its lifetime stands still while
+	// it is paused; ExpiresAtUnix then moves with the clock).
+	AutoResume       bool   `json:"auto_resume,omitempty"`
+	OnExpiry         string `json:"on_expiry,omitempty"`
+	PausedAtUnix     int64  `json:"paused_at_unix,omitempty"`
+	RemainingTTLSecs int64  `json:"remaining_ttl_secs,omitempty"`
+	// PausedBytes is the disk a paused sandbox's saved state takes;
+	// CheckpointBytes that of its checkpoints; DiskBytes both.
+	PausedBytes     int64 `json:"paused_bytes,omitempty"`
+	CheckpointBytes int64 `json:"checkpoint_bytes,omitempty"`
+	DiskBytes       int64 `json:"disk_bytes,omitempty"`
 }
 
 // NetworkPolicy is a sandbox's egress policy: what it may connect to. The
