@@ -45,40 +45,17 @@ func (c *Client) BuildSnapshot(ctx context.Context, req apitype.CreateSnapshotRe
 // readBuild sends a build request and reads its answer: a stream of
 // events, or a plain JSON snapshot or error.
 func (c *Client) readBuild(req *http.Request, out io.Writer) (apitype.SnapshotInfo, error) {
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return apitype.SnapshotInfo{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return apitype.SnapshotInfo{}, errorFrom(resp)
-	}
-	dec := json.NewDecoder(resp.Body)
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != apitype.ContentTypeNDJSON {
-		var si apitype.SnapshotInfo
-		if err := dec.Decode(&si); err != nil {
-			return si, fmt.Errorf("cove: decode POST /v1/snapshots answer: %w", err)
+	return readResult(c, req, "snapshot build", func(ev apitype.SnapshotBuildEvent) (*apitype.SnapshotInfo, error) {
+		if ev.Error != nil {
+			return nil, streamError(*ev.Error)
 		}
-		return si, nil
-	}
-	for {
-		var ev apitype.SnapshotBuildEvent
-		if err := dec.Decode(&ev); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+		if ev.Snapshot == nil {
+			if _, err := io.WriteString(out, ev.Output); err != nil {
+				return nil, fmt.Errorf("cove: write the build's output: %w", err)
 			}
-			return apitype.SnapshotInfo{}, fmt.Errorf("cove: the snapshot build's answer ended before its result: %w", err)
 		}
-		switch {
-		case ev.Error != nil:
-			return apitype.SnapshotInfo{}, streamError(*ev.Error)
-		case ev.Snapshot != nil:
-			return *ev.Snapshot, nil
-		}
-		if _, err := io.WriteString(out, ev.Output); err != nil {
-			return apitype.SnapshotInfo{}, fmt.Errorf("cove: write the build's output: %w", err)
-		}
-	}
+		return ev.Snapshot, nil
+	})
 }
 
 // streamError is the *Error of an error that ended a stream, which comes
@@ -92,4 +69,44 @@ func streamError(b apitype.ErrorBody) *Error {
 		}
 	}
 	return e
+}
+
+// readResult sends a request whose answer is either plain JSON of R or
+// an NDJSON stream of events E ending in a result or an error. of says
+// what an event carries: its result, its error, or neither, having passed
+// on its progress (an error from that ends the read).
+func readResult[E, R any](c *Client, req *http.Request, what string, of func(E) (*R, error)) (R, error) {
+	var zero R
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return zero, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode/100 != 2 {
+		return zero, errorFrom(resp)
+	}
+	dec := json.NewDecoder(resp.Body)
+	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != apitype.ContentTypeNDJSON {
+		var r R
+		if err := dec.Decode(&r); err != nil {
+			return zero, fmt.Errorf("cove: decode the %s's answer: %w", what, err)
+		}
+		return r, nil
+	}
+	for {
+		var ev E
+		if err := dec.Decode(&ev); err != nil {
+			if errors.Is(err, io.EOF) {
+				err = io.ErrUnexpectedEOF
+			}
+			return zero, fmt.Errorf("cove: the %s's answer ended before its result: %w", what, err)
+		}
+		r, err := of(ev)
+		switch {
+		case err != nil:
+			return zero, err
+		case r != nil:
+			return *r, nil
+		}
+	}
 }

@@ -2,11 +2,8 @@ package client
 
 import (
 	"context"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
-	"mime"
 	"net/http"
 	"net/url"
 
@@ -40,40 +37,17 @@ func (c *Client) importImage(ctx context.Context, q url.Values, body io.Reader, 
 	if progress == nil {
 		progress = io.Discard
 	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return apitype.ImageInfo{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return apitype.ImageInfo{}, errorFrom(resp)
-	}
-	dec := json.NewDecoder(resp.Body)
-	if mt, _, _ := mime.ParseMediaType(resp.Header.Get("Content-Type")); mt != apitype.ContentTypeNDJSON {
-		var info apitype.ImageInfo
-		if err := dec.Decode(&info); err != nil {
-			return info, fmt.Errorf("cove: decode POST /v1/images answer: %w", err)
+	return readResult(c, req, "image import", func(ev apitype.ImageImportEvent) (*apitype.ImageInfo, error) {
+		if ev.Error != nil {
+			return nil, streamError(*ev.Error)
 		}
-		return info, nil
-	}
-	for {
-		var ev apitype.ImageImportEvent
-		if err := dec.Decode(&ev); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
+		if ev.Image == nil {
+			if _, err := io.WriteString(progress, ev.Output+"\n"); err != nil {
+				return nil, fmt.Errorf("cove: write the import's progress: %w", err)
 			}
-			return apitype.ImageInfo{}, fmt.Errorf("cove: the image import's answer ended before its result: %w", err)
 		}
-		switch {
-		case ev.Error != nil:
-			return apitype.ImageInfo{}, streamError(*ev.Error)
-		case ev.Image != nil:
-			return *ev.Image, nil
-		}
-		if _, err := io.WriteString(progress, ev.Output+"\n"); err != nil {
-			return apitype.ImageInfo{}, fmt.Errorf("cove: write the import's progress: %w", err)
-		}
-	}
+		return ev.Image, nil
+	})
 }
 
 // ListImages lists the daemon's images, newest first.

@@ -3,7 +3,6 @@ package client
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -78,33 +77,15 @@ func (c *Client) BuildTemplate(ctx context.Context, b TemplateBuild, progress fu
 	}
 	req.Header.Set("Content-Type", "application/x-tar")
 	req.Header.Set("Accept", apitype.ContentTypeNDJSON+", application/json")
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		return apitype.TemplateInfo{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode/100 != 2 {
-		return apitype.TemplateInfo{}, errorFrom(resp)
-	}
-	dec := json.NewDecoder(resp.Body)
-	for {
-		var ev apitype.TemplateBuildEvent
-		if err := dec.Decode(&ev); err != nil {
-			if errors.Is(err, io.EOF) {
-				err = io.ErrUnexpectedEOF
-			}
-			return apitype.TemplateInfo{}, fmt.Errorf("cove: the template build's answer ended before its result: %w", err)
+	return readResult(c, req, "template build", func(ev apitype.TemplateBuildEvent) (*apitype.TemplateInfo, error) {
+		if ev.Error != nil {
+			return nil, streamError(*ev.Error)
 		}
-		switch {
-		case ev.Error != nil:
-			return apitype.TemplateInfo{}, streamError(*ev.Error)
-		case ev.Template != nil:
-			return *ev.Template, nil
-		}
-		if progress != nil {
+		if ev.Template == nil && progress != nil {
 			progress(ev)
 		}
-	}
+		return ev.Template, nil
+	})
 }
 
 // ListTemplates lists the templates.
