@@ -259,11 +259,20 @@ func (b *builder) makeImage(ctx context.Context, baseRoot string, m Manifest, ag
 	if err := addUser(rootfs, defaultUser()); err != nil {
 		return Image{}, fmt.Errorf("user: %w", err)
 	}
+	m.Debian, m.Packages = packageVersions(rootfs)
+	img, err := publishImage(dir, tmp, m)
+	published = err == nil
+	return img, err
+}
+
+// publishImage writes m, with its time and size, into the finished build
+// tmp and publishes it as image m.ID of dir.
+func publishImage(dir, tmp string, m Manifest) (Image, error) {
+	var err error
 	m.Created = time.Now().UTC().Truncate(time.Second)
-	if m.SizeBytes, err = treeSize(rootfs); err != nil {
+	if m.SizeBytes, err = treeSize(filepath.Join(tmp, "rootfs")); err != nil {
 		return Image{}, err
 	}
-	m.Debian, m.Packages = packageVersions(rootfs)
 	data, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return Image{}, err
@@ -275,7 +284,6 @@ func (b *builder) makeImage(ctx context.Context, baseRoot string, m Manifest, ag
 	if err := publish(tmp, final); err != nil {
 		return Image{}, err
 	}
-	published = true
 	return Image{ID: m.ID, Name: m.Name, Dir: final, Rootfs: filepath.Join(final, "rootfs"), Manifest: m}, nil
 }
 

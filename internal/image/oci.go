@@ -262,24 +262,10 @@ func (b *builder) makeImported(ctx context.Context, img v1.Image, m Manifest, ag
 	if err := addCoveFiles(rootfs, agent); err != nil {
 		return Image{}, err
 	}
-	m.Created = time.Now().UTC().Truncate(time.Second)
-	if m.SizeBytes, err = treeSize(rootfs); err != nil {
-		return Image{}, err
-	}
 	m.Debian, m.Packages = importedPackages(rootfs)
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return Image{}, err
-	}
-	if err := fsutil.WriteFile(filepath.Join(tmp, "manifest.json"), append(data, '\n'), 0o644); err != nil {
-		return Image{}, err
-	}
-	final := filepath.Join(dir, m.ID)
-	if err := publish(tmp, final); err != nil {
-		return Image{}, err
-	}
-	published = true
-	return Image{ID: m.ID, Name: m.Name, Dir: final, Rootfs: filepath.Join(final, "rootfs"), Manifest: m}, nil
+	pub, err := publishImage(dir, tmp, m)
+	published = err == nil
+	return pub, err
 }
 
 // unpackLayers extracts img's layers in order into rootfs, applying each
