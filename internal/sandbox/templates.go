@@ -120,43 +120,17 @@ func (sb *Sandbox) RunStep(ctx context.Context, r StepRun, out io.Writer) (exit 
 	if err := req.Validate(); err != nil {
 		return 0, "", mapErr(err)
 	}
-	type result struct {
-		res agentproto.ExecResult
-		err error
+	res, tail, err := runLogged(ctx, a, req, log, out)
+	switch {
+	case err != nil:
+		return 0, "", err
+	case res.TimedOut:
+		return -1, tail, invalidf("the command did not finish within %s", stepTimeout)
+	case res.ExitCode != 0 && res.Stderr != "" && tail == "":
+		// It failed before the shell sent its output to the log.
+		return res.ExitCode, res.Stderr, nil
 	}
-	done := make(chan result, 1)
-	go func() {
-		res, err := a.Exec(ctx, req)
-		done <- result{res, err}
-	}()
-	tw := &tailWriter{max: warmTail}
-	w := io.Writer(tw)
-	if out != nil {
-		w = io.MultiWriter(tw, out)
-	}
-	var off int64
-	t := time.NewTicker(warmPoll)
-	defer t.Stop()
-	for {
-		select {
-		case <-t.C:
-			off = copyFrom(ctx, a, log, off, w)
-		case res := <-done:
-			copyFrom(ctx, a, log, off, w)
-			a.Exec(ctx, agentproto.ExecRequest{Args: []string{"rm", "-f", log}})
-			switch {
-			case res.err != nil:
-				return 0, "", mapErr(res.err)
-			case res.res.TimedOut:
-				return -1, tw.String(), invalidf("the command did not finish within %s", stepTimeout)
-			}
-			if res.res.ExitCode != 0 && res.res.Stderr != "" && tw.String() == "" {
-				// It failed before the shell sent its output to the log.
-				return res.res.ExitCode, res.res.Stderr, nil
-			}
-			return res.res.ExitCode, tw.String(), nil
-		}
-	}
+	return res.ExitCode, tail, nil
 }
 
 // StepSave describes a snapshot a build saves of its builder. A step

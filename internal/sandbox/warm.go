@@ -25,15 +25,33 @@ const (
 // out (if set) while it runs. A command that fails is ErrInvalid, with
 // the last line of its output.
 func runWarm(ctx context.Context, a *agentproto.Client, warm, log string, out io.Writer) error {
+	// The shell sends its own output to the file, then runs the command as
+	// `sh -c` would.
+	req := agentproto.ExecRequest{Shell: "exec >" + log + " 2>&1\n" + warm, TimeoutMs: warmTimeout.Milliseconds()}
+	res, tail, err := runLogged(ctx, a, req, log, out)
+	switch {
+	case err != nil:
+		return err
+	case res.TimedOut:
+		return invalidf("warm command did not finish within %s: %s", warmTimeout, lastLine(tail))
+	case res.ExitCode != 0:
+		return invalidf("warm command exited %d: %s", res.ExitCode, lastLine(tail))
+	}
+	return nil
+}
+
+// runLogged runs req, a command that sends its output to the file log,
+// copying what log holds to out (if set) as it grows, and removes log
+// once the command is done. It returns the command's result and the last
+// of its output.
+func runLogged(ctx context.Context, a *agentproto.Client, req agentproto.ExecRequest, log string, out io.Writer) (agentproto.ExecResult, string, error) {
 	type result struct {
 		res agentproto.ExecResult
 		err error
 	}
 	done := make(chan result, 1)
 	go func() {
-		// The shell sends its own output to the file, then runs the
-		// command as `sh -c` would.
-		res, err := a.Exec(ctx, agentproto.ExecRequest{Shell: "exec >" + log + " 2>&1\n" + warm, TimeoutMs: warmTimeout.Milliseconds()})
+		res, err := a.Exec(ctx, req)
 		done <- result{res, err}
 	}()
 	tail := &tailWriter{max: warmTail}
@@ -48,19 +66,13 @@ func runWarm(ctx context.Context, a *agentproto.Client, warm, log string, out io
 		select {
 		case <-t.C:
 			off = copyFrom(ctx, a, log, off, w)
-			continue
 		case r := <-done:
-			off = copyFrom(ctx, a, log, off, w)
+			copyFrom(ctx, a, log, off, w)
 			a.Exec(ctx, agentproto.ExecRequest{Args: []string{"rm", "-f", log}})
-			switch {
-			case r.err != nil:
-				return mapErr(r.err)
-			case r.res.TimedOut:
-				return invalidf("warm command did not finish within %s: %s", warmTimeout, lastLine(tail.String()))
-			case r.res.ExitCode != 0:
-				return invalidf("warm command exited %d: %s", r.res.ExitCode, lastLine(tail.String()))
+			if r.err != nil {
+				return r.res, tail.String(), mapErr(r.err)
 			}
-			return nil
+			return r.res, tail.String(), nil
 		}
 	}
 }
