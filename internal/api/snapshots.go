@@ -5,8 +5,8 @@ import (
 	"fmt"
 	"net/http"
 	"sync"
-	"unicode/utf8"
 
+	"github.com/cove-sandbox/cove/internal/outtext"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -131,21 +131,12 @@ func (b *buildStream) Write(p []byte) (int, error) {
 	if b.ended || b.err != nil {
 		return len(p), b.err
 	}
-	text := append(b.partial, p...)
-	cut := len(text)
 	// Hold back an incomplete last character for the next write, so that
 	// a character split across writes is not garbled.
-	for i := len(text) - 1; i >= 0 && i >= len(text)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(text[i]) {
-			if !utf8.FullRune(text[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	b.partial = append([]byte(nil), text[cut:]...)
-	if cut > 0 {
-		b.send(apitype.SnapshotBuildEvent{Output: string(text[:cut])})
+	whole, rest := outtext.SplitRunes(append(b.partial, p...))
+	b.partial = append([]byte(nil), rest...)
+	if len(whole) > 0 {
+		b.send(apitype.SnapshotBuildEvent{Output: string(whole)})
 	}
 	return len(p), b.err
 }

@@ -16,6 +16,7 @@ import (
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
+	"github.com/cove-sandbox/cove/internal/outtext"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -141,7 +142,7 @@ func (s *Server) readFile(ctx context.Context, req *sdk.CallToolRequest, in read
 	out.EOF = n <= limit
 	chunk := buf[:min(n, limit)]
 	if !out.EOF {
-		chunk = trimPartialRune(chunk)
+		chunk = wholeRunes(chunk)
 	}
 	if out.EOF && out.Size < in.Offset+int64(len(chunk)) {
 		out.Size = in.Offset + int64(len(chunk)) // no size sent, or one that reads as 0
@@ -217,20 +218,6 @@ func readImage(r io.Reader, out readOut) (*sdk.CallToolResult, readOut, error) {
 	return res, out, nil
 }
 
-// trimPartialRune drops an incomplete UTF-8 sequence from the end of b,
-// so that a text file read in parts is never split inside a character.
-func trimPartialRune(b []byte) []byte {
-	for i := len(b) - 1; i >= 0 && i >= len(b)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(b[i]) {
-			if !utf8.FullRune(b[i:]) {
-				return b[:i]
-			}
-			break
-		}
-	}
-	return b
-}
-
 type listIn struct {
 	DataRef
 	Path  string `json:"path,omitempty" jsonschema:"directory to list; default /work"`
@@ -302,4 +289,11 @@ func (s *Server) waitForText(ctx context.Context, req *sdk.CallToolRequest, in w
 		out.Note = fmt.Sprintf("%q did not appear in %s within %g s. Read the file with read_file to see what is happening, then wait again with a larger timeout_secs if it is still working", in.Text, in.Path, t)
 	}
 	return nil, out, nil
+}
+
+// wholeRunes drops an incomplete UTF-8 sequence from the end of b, so that
+// a text file read in parts is never split inside a character.
+func wholeRunes(b []byte) []byte {
+	whole, _ := outtext.SplitRunes(b)
+	return whole
 }

@@ -425,7 +425,7 @@ func TestClip(t *testing.T) {
 	if !cut || !strings.HasPrefix(s, "€€€") || !strings.HasSuffix(s, "€€€") || !strings.Contains(s, "bytes cut") {
 		t.Fatalf("%q", s)
 	}
-	if got := trimPartialRune([]byte("a€")[:3]); string(got) != "a" {
+	if got := wholeRunes([]byte("a€")[:3]); string(got) != "a" {
 		t.Fatalf("%q", got)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"sort"
-	"strings"
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/netpolicy"
@@ -506,17 +505,6 @@ func dirSize(dir string) int64 {
 		return nil
 	})
 	return n
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 300 {
-		s = s[:300]
-	}
-	return s
 }
 
 // EnsureSnapshot makes sure a snapshot named tag exists and was built from

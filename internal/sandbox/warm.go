@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/outtext"
 )
 
 // A snapshot's warm command (pip install, say) can run for minutes, and the
@@ -33,9 +34,9 @@ func runWarm(ctx context.Context, a *agentproto.Client, warm, log string, out io
 	case err != nil:
 		return err
 	case res.TimedOut:
-		return invalidf("warm command did not finish within %s: %s", warmTimeout, lastLine(tail))
+		return invalidf("warm command did not finish within %s: %s", warmTimeout, outtext.LastLine(tail))
 	case res.ExitCode != 0:
-		return invalidf("warm command exited %d: %s", res.ExitCode, lastLine(tail))
+		return invalidf("warm command exited %d: %s", res.ExitCode, outtext.LastLine(tail))
 	}
 	return nil
 }

@@ -7,8 +7,8 @@ import (
 	"io"
 	"strings"
 	"time"
-	"unicode/utf8"
 
+	"github.com/cove-sandbox/cove/internal/outtext"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
 )
@@ -195,12 +195,12 @@ func (b *build) runStep(ctx context.Context, p planned) error {
 			return lineErr(p.Line, "%s: %v", p.Text, err)
 		}
 		if code != 0 {
-			return lineErr(p.Line, "%s: exited %d: %s", p.Text, code, lastLine(tail))
+			return lineErr(p.Line, "%s: exited %d: %s", p.Text, code, outtext.LastLine(tail))
 		}
 	case OpWorkdir:
 		code, tail, err := b.builder.RunStep(ctx, sandbox.StepRun{Args: []string{"mkdir", "-p", p.Cwd}, Cwd: "/"}, nil)
 		if err == nil && code != 0 {
-			err = errors.New(lastLine(tail))
+			err = errors.New(outtext.LastLine(tail))
 		}
 		if err != nil {
 			return lineErr(p.Line, "%s: %v", p.Text, err)
@@ -277,7 +277,7 @@ func (b *build) startAndWait(ctx context.Context) error {
 		if res.ExitCode == 0 {
 			return nil
 		}
-		last = lastLine(res.Stdout + res.Stderr)
+		last = outtext.LastLine(res.Stdout + res.Stderr)
 		if time.Now().After(deadline) {
 			return fmt.Errorf("%w: the ready check did not pass within %s (exit %d: %s)", ErrInvalid, readyTimeout, res.ExitCode, last)
 		}
@@ -322,19 +322,10 @@ type outputWriter struct {
 }
 
 func (w *outputWriter) Write(p []byte) (int, error) {
-	text := append(w.partial, p...)
-	cut := len(text)
-	for i := len(text) - 1; i >= 0 && i >= len(text)-utf8.UTFMax; i-- {
-		if utf8.RuneStart(text[i]) {
-			if !utf8.FullRune(text[i:]) {
-				cut = i
-			}
-			break
-		}
-	}
-	w.partial = append([]byte(nil), text[cut:]...)
-	if cut > 0 {
-		w.emit(Event{Output: strings.ToValidUTF8(string(text[:cut]), "\uFFFD")})
+	whole, rest := outtext.SplitRunes(append(w.partial, p...))
+	w.partial = append([]byte(nil), rest...)
+	if len(whole) > 0 {
+		w.emit(Event{Output: strings.ToValidUTF8(string(whole), "\uFFFD")})
 	}
 	return len(p), nil
 }
@@ -344,15 +335,4 @@ func (w *outputWriter) flush() {
 		w.emit(Event{Output: strings.ToValidUTF8(string(w.partial), "\uFFFD")})
 		w.partial = nil
 	}
-}
-
-func lastLine(s string) string {
-	s = strings.TrimSpace(s)
-	if i := strings.LastIndexByte(s, '\n'); i >= 0 {
-		s = s[i+1:]
-	}
-	if len(s) > 300 {
-		s = s[:300]
-	}
-	return s
 }
