@@ -224,44 +224,54 @@ func (b *builder) ensureBase(ctx context.Context, r recipe, key string) (string,
 
 // makeImage publishes base + agent as image m.ID.
 func (b *builder) makeImage(ctx context.Context, baseRoot string, m Manifest, agent []byte) (Image, error) {
+	return b.publishNew(m, func(rootfs string) (Manifest, error) {
+		out := &outputSink{log: io.Discard}
+		err := b.prog.step("image: hard-link copy of the base", nil, func() error {
+			// Hard links, not copies: images share the base's blocks and the
+			// copy takes a second. Safe because nobody writes to a rootfs.
+			return run(ctx, out, "", "cp", "-a", "-l", "--", baseRoot, rootfs)
+		})
+		if err != nil {
+			return m, err
+		}
+		if err := installAgent(rootfs, agent); err != nil {
+			return m, fmt.Errorf("install agent: %w", err)
+		}
+		for p, content := range layerFiles() {
+			// A new inode: rootfs shares the base's by hard link.
+			if err := writeGuestFile(rootfs, p, content, 0o644); err != nil {
+				return m, fmt.Errorf("write %s: %w", p, err)
+			}
+		}
+		if err := addUser(rootfs, defaultUser()); err != nil {
+			return m, fmt.Errorf("user: %w", err)
+		}
+		m.Debian, m.Packages = packageVersions(rootfs)
+		return m, nil
+	})
+}
+
+// publishNew makes image m.ID in a temporary directory of the store, fill
+// writing its rootfs (not yet there) and completing its manifest, and
+// publishes it; on error nothing is left.
+func (b *builder) publishNew(m Manifest, fill func(rootfs string) (Manifest, error)) (Image, error) {
 	dir := b.opts.Dir
 	tmp, err := os.MkdirTemp(dir, tmpPrefix+m.ID+"-")
 	if err != nil {
 		return Image{}, err
 	}
-	published := false
-	defer func() {
-		if !published {
-			if err := removeTree(tmp); err != nil {
-				b.log.Warn("clean up failed image build", "dir", tmp, "err", err)
-			}
+	img, err := func() (Image, error) {
+		m, err := fill(filepath.Join(tmp, "rootfs"))
+		if err != nil {
+			return Image{}, err
 		}
+		return publishImage(dir, tmp, m)
 	}()
-	rootfs := filepath.Join(tmp, "rootfs")
-	out := &outputSink{log: io.Discard}
-	err = b.prog.step("image: hard-link copy of the base", nil, func() error {
-		// Hard links, not copies: images share the base's blocks and the
-		// copy takes a second. Safe because nobody writes to a rootfs.
-		return run(ctx, out, "", "cp", "-a", "-l", "--", baseRoot, rootfs)
-	})
 	if err != nil {
-		return Image{}, err
-	}
-	if err := installAgent(rootfs, agent); err != nil {
-		return Image{}, fmt.Errorf("install agent: %w", err)
-	}
-	for p, content := range layerFiles() {
-		// A new inode: rootfs shares the base's by hard link.
-		if err := writeGuestFile(rootfs, p, content, 0o644); err != nil {
-			return Image{}, fmt.Errorf("write %s: %w", p, err)
+		if rerr := removeTree(tmp); rerr != nil {
+			b.log.Warn("clean up a failed image", "dir", tmp, "err", rerr)
 		}
 	}
-	if err := addUser(rootfs, defaultUser()); err != nil {
-		return Image{}, fmt.Errorf("user: %w", err)
-	}
-	m.Debian, m.Packages = packageVersions(rootfs)
-	img, err := publishImage(dir, tmp, m)
-	published = err == nil
 	return img, err
 }
 

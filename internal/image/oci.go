@@ -239,33 +239,19 @@ const importVersion = "1"
 // makeImported unpacks img's layers and cove's additions, and publishes
 // the result as image m.ID.
 func (b *builder) makeImported(ctx context.Context, img v1.Image, m Manifest, agent []byte, maxBytes int64) (Image, error) {
-	dir := b.opts.Dir
-	tmp, err := os.MkdirTemp(dir, tmpPrefix+m.ID+"-")
-	if err != nil {
-		return Image{}, err
-	}
-	published := false
-	defer func() {
-		if !published {
-			if err := removeTree(tmp); err != nil {
-				b.log.Warn("clean up failed import", "dir", tmp, "err", err)
-			}
+	return b.publishNew(m, func(rootfs string) (Manifest, error) {
+		if err := os.Mkdir(rootfs, 0o755); err != nil {
+			return m, err
 		}
-	}()
-	rootfs := filepath.Join(tmp, "rootfs")
-	if err := os.Mkdir(rootfs, 0o755); err != nil {
-		return Image{}, err
-	}
-	if err := b.unpackLayers(ctx, img, rootfs, maxBytes); err != nil {
-		return Image{}, err
-	}
-	if err := addCoveFiles(rootfs, agent); err != nil {
-		return Image{}, err
-	}
-	m.Debian, m.Packages = importedPackages(rootfs)
-	pub, err := publishImage(dir, tmp, m)
-	published = err == nil
-	return pub, err
+		if err := b.unpackLayers(ctx, img, rootfs, maxBytes); err != nil {
+			return m, err
+		}
+		if err := addCoveFiles(rootfs, agent); err != nil {
+			return m, err
+		}
+		m.Debian, m.Packages = importedPackages(rootfs)
+		return m, nil
+	})
 }
 
 // unpackLayers extracts img's layers in order into rootfs, applying each
