@@ -193,16 +193,21 @@ func runServe(ctx context.Context, f serveFlags) error {
 		})
 	}
 	be.version = rt.Version(ctx)
-	// A FROM naming a registry image pulls it into the image store.
-	puller := image.Puller{Dir: f.imageDir, VM: be.name == "qemu", MaxBytes: f.maxImportMiB << 20, Logger: log,
-		Agent: func() (string, error) { return image.DefaultAgent(f.imageDir) }}
-	tm := template.New(template.Config{Service: svc, Store: st, TmpDir: state, Logger: log, ResolveFrom: puller.Pull})
+	tm := newTemplates(f, svc, st, state, be, log)
 	bg.Go(func() {
 		if err := tm.Recover(ctx); err != nil && ctx.Err() == nil {
 			log.Warn("template recovery", "err", err)
 		}
 	})
 	return serveHTTP(ctx, f, state, key, svc, tm, be, presets, log)
+}
+
+// newTemplates is the daemon's template builder. A FROM naming a
+// registry image pulls it into the image store.
+func newTemplates(f serveFlags, svc *sandbox.Service, st *store.Store, state string, be backendInfo, log *slog.Logger) *template.Manager {
+	puller := image.Puller{Dir: f.imageDir, VM: be.name == "qemu", MaxBytes: f.maxImportMiB << 20, Logger: log,
+		Agent: func() (string, error) { return image.DefaultAgent(f.imageDir) }}
+	return template.New(template.Config{Service: svc, Store: st, TmpDir: state, Logger: log, ResolveFrom: puller.Pull})
 }
 
 // serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and

@@ -67,16 +67,9 @@ succeeds before the template is saved. Progress shows on stderr.`,
 			if b.Name == "" {
 				return usageErrorf("give the template's name with -t NAME")
 			}
-			b.BuildArgs = map[string]string{}
-			for _, kv := range buildArgs {
-				k, v, ok := strings.Cut(kv, "=")
-				if !ok {
-					v, ok = os.LookupEnv(k) // as docker build takes --build-arg K
-				}
-				if !ok {
-					return usageErrorf("--build-arg %s: want KEY=VALUE", kv)
-				}
-				b.BuildArgs[k] = v
+			var err error
+			if b.BuildArgs, err = parseBuildArgs(buildArgs); err != nil {
+				return err
 			}
 			b.Network = pf.policy()
 			if pool >= 0 {
@@ -125,6 +118,23 @@ succeeds before the template is saved. Progress shows on stderr.`,
 	addOutputFlags(fs, &asJSON, nil, "")
 	addPolicyFlags(cmd, cfg, &pf, "egress of RUN steps, and of its sandboxes")
 	return cmd
+}
+
+// parseBuildArgs reads --build-arg values: KEY=VALUE, or KEY for the
+// value of KEY in the environment, as docker build takes it.
+func parseBuildArgs(kvs []string) (map[string]string, error) {
+	args := map[string]string{}
+	for _, kv := range kvs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok {
+			v, ok = os.LookupEnv(k)
+		}
+		if !ok {
+			return nil, usageErrorf("--build-arg %s: want KEY=VALUE", kv)
+		}
+		args[k] = v
+	}
+	return args, nil
 }
 
 // printBuildEvent shows one event of a build on w.
