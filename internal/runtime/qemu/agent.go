@@ -21,6 +21,9 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	if c := r.takeAgentConn(id); c != nil {
 		return seriallink.Client(c)
 	}
+	if err := r.settle(ctx, id); err != nil {
+		return nil, err
+	}
 	d := r.vmDir(id)
 	var dialer net.Dialer
 	c, err := dialer.DialContext(ctx, "unix", d.agentSock())

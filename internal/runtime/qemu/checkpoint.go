@@ -28,6 +28,7 @@ func (r *Runtime) Checkpoint(ctx context.Context, id, image string, leaveRunning
 	if !runtime.ValidID(id) {
 		return 0, runtime.ErrNotFound
 	}
+	defer r.beginCheckpoint(id)()
 	d, snap := r.vmDir(id), snapDir(image)
 	st, err := d.readState()
 	if err != nil {

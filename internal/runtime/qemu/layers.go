@@ -153,12 +153,7 @@ func (r *Runtime) settleLayers(ctx context.Context, q *qmp, st *vmState) error {
 	if err := waitJob(ctx, q, flattenJob); err != nil {
 		return err
 	}
-	var blocks []struct {
-		Inserted *struct {
-			NodeName string `json:"node-name"`
-			Depth    int    `json:"backing_file_depth"`
-		} `json:"inserted"`
-	}
+	var blocks []blockInfo
 	if err := q.Execute(ctx, "query-block", nil, &blocks); err != nil {
 		return err
 	}

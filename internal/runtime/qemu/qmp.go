@@ -220,6 +220,14 @@ func (q *qmp) lastEvent(name string) (time.Time, bool) {
 }
 
 // migrationStatus is the part of query-migrate the runtime reads.
+// blockInfo is an entry of QEMU's query-block answer.
+type blockInfo struct {
+	Inserted *struct {
+		NodeName string `json:"node-name"`
+		Depth    int    `json:"backing_file_depth"`
+	} `json:"inserted"`
+}
+
 type migrationStatus struct {
 	Status    string `json:"status"`
 	ErrorDesc string `json:"error-desc"`

@@ -60,6 +60,8 @@ type Runtime struct {
 	// agentConns holds the agent socket connections made while restoring,
 	// each for the first Dial of its VM.
 	agentConns map[string]net.Conn
+	// checkpointing counts the checkpoints under way per VM (settle.go).
+	checkpointing map[string]int
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -92,7 +94,7 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(cfg.Dir, 0o711); err != nil {
 		return nil, fmt.Errorf("qemu: %w", err)
 	}
-	r := &Runtime{cfg: cfg, qemu: q, qemuImg: qi, uid: -1, gid: -1, log: cfg.Logger, agentConns: map[string]net.Conn{}}
+	r := &Runtime{cfg: cfg, qemu: q, qemuImg: qi, uid: -1, gid: -1, log: cfg.Logger, agentConns: map[string]net.Conn{}, checkpointing: map[string]int{}}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
