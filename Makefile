@@ -58,6 +58,8 @@ unit: image-vm
 # A short run of each fuzz target (the seeds and testdata/fuzz corpora
 # also run as plain tests in unit). A failing input lands in the
 # package's testdata/fuzz/<Target>/: keep it there as a regression seed.
+# Minimizing is bounded: slow targets (tar, mkdir) would otherwise spend
+# the whole run minimizing new inputs instead of fuzzing.
 FUZZTIME ?= 4s
 FUZZ_TARGETS := \
 	internal/agentproto:FuzzReadJSON internal/agentproto:FuzzReadRecord \
@@ -69,7 +71,7 @@ FUZZ_TARGETS := \
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
 	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
-	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime=$(FUZZTIME) -parallel 2 ./$$pkg; done
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x -parallel 2 ./$$pkg; done
 
 e2e: image deps-e2e
 	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \

@@ -123,7 +123,11 @@ func FuzzExtractTar(f *testing.F) {
 		{{name: ".", typ: tar.TypeDir}, {name: "d/", typ: tar.TypeDir}},
 	}
 	for i, s := range seeds {
-		f.Add(byte(i), buildTar(f, s...))
+		// Without the end blocks and padding (the reader takes a stream
+		// that just stops): small seeds are mutated and minimized fast.
+		a := buildTar(f, s...)
+		end := len(bytes.TrimRight(a, "\x00"))
+		f.Add(byte(i), a[:min(len(a), (end+511)/512*512)])
 	}
 	f.Fuzz(func(t *testing.T, opts byte, archive []byte) {
 		base, root := fuzzDirs(t)
