@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 IMAGES  ?= /var/lib/cove/images
 
-.PHONY: all deps deps-e2e build image up down test unit e2e mcp-check bench vet clean
+.PHONY: all deps deps-e2e build image up down test unit fuzz e2e mcp-check bench vet clean
 
 all: build
 
@@ -55,6 +55,24 @@ vet:
 unit: image-vm
 	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
 
+# A short run of each fuzz target (the seeds and testdata/fuzz corpora
+# also run as plain tests in unit). A failing input lands in the
+# package's testdata/fuzz/<Target>/: keep it there as a regression seed.
+# Minimizing is bounded: slow targets (tar, mkdir) would otherwise spend
+# the whole run minimizing new inputs instead of fuzzing.
+FUZZTIME ?= 4s
+FUZZ_TARGETS := \
+	internal/agentproto:FuzzReadJSON internal/agentproto:FuzzReadRecord \
+	internal/agentproto:FuzzDataReader internal/agentproto:FuzzResolvePath \
+	internal/agent:FuzzResolve internal/agent:FuzzMkdirRelative \
+	internal/fsutil:FuzzExtractTar internal/fsutil:FuzzExtractTarEntries \
+	internal/api:FuzzDecodeRequest internal/sandbox:FuzzCreateOptions
+
+fuzz:
+	@set -e; for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+	  echo "fuzz $$fn ($$pkg) for $(FUZZTIME)"; \
+	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x -parallel 2 ./$$pkg; done
+
 e2e: image deps-e2e
 	COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e.log; exit $$rc
@@ -69,7 +87,7 @@ e2e-qemu: image-vm deps-e2e
 	COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 45m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e-qemu.log; exit $$rc
 
-test: vet unit e2e e2e-qemu mcp-check
+test: vet unit fuzz e2e e2e-qemu mcp-check
 
 bench: up
 	$(BIN)/cove bench --out $(BIN)/bench.json

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 )
 
 // Frame types.
@@ -103,11 +104,39 @@ func ReadJSON(r io.Reader, v any) error {
 	if n > maxJSONFrame {
 		return &frameTooLarge{size: n}
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	b, err := readPayload(r, n)
+	if err != nil {
 		return err
 	}
 	return json.Unmarshal(b, v)
+}
+
+// payloadStep is how much of a payload readPayload allocates ahead of the
+// bytes that have arrived.
+const payloadStep = 1 << 20
+
+// readPayload reads a frame's payload of n bytes. The buffer grows with
+// what arrives rather than to the size the header claims: a peer that
+// announces a frame at the limit and sends five bytes costs five bytes,
+// not the limit.
+func readPayload(r io.Reader, n uint32) ([]byte, error) {
+	size := int(n)
+	b := make([]byte, 0, min(size, payloadStep))
+	for len(b) < size {
+		if len(b) == cap(b) {
+			b = slices.Grow(b, min(size-len(b), len(b)))
+		}
+		m, err := io.ReadFull(r, b[len(b):min(cap(b), size)])
+		b = b[:len(b)+m]
+		if errors.Is(err, io.EOF) && len(b) > 0 {
+			// Cut short in a later step: still mid-payload.
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
+	return b, nil
 }
 
 // dataWriter turns writes into Data frames. Close writes the End frame.

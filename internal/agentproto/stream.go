@@ -102,8 +102,8 @@ func ReadRecord(r io.Reader) (Record, error) {
 	default:
 		return Record{}, fmt.Errorf("agentproto: unexpected frame type %d", typ)
 	}
-	b := make([]byte, n)
-	if _, err := io.ReadFull(r, b); err != nil {
+	b, err := readPayload(r, n)
+	if err != nil {
 		if errors.Is(err, io.EOF) {
 			err = io.ErrUnexpectedEOF
 		}

@@ -95,10 +95,13 @@ func (x *extractor) whiteout(hdr *tar.Header, name string) (done bool, err error
 	if base == whiteoutOpaque {
 		return true, x.opaque(hdr.Name, dir)
 	}
-	victim := path.Join(dir, strings.TrimPrefix(base, whiteoutPrefix))
-	if victim == dir || strings.HasPrefix(path.Base(victim), whiteoutPrefix) {
+	// The victim is a sibling of the entry: ".wh..." would name the
+	// entry's own parent, which the ".." check of its name does not catch.
+	target := strings.TrimPrefix(base, whiteoutPrefix)
+	if target == "" || target == "." || target == ".." || strings.HasPrefix(target, whiteoutPrefix) {
 		return true, &TarEntryError{Entry: hdr.Name, Reason: "is a whiteout of nothing"}
 	}
+	victim := path.Join(dir, target)
 	if err := x.root.RemoveAll(victim); err != nil {
 		return true, x.fail(hdr.Name, err)
 	}

@@ -85,6 +85,33 @@ func TestExtractLayers(t *testing.T) {
 	}
 }
 
+// TestExtractWhiteoutOfParent refuses whiteouts that name no sibling
+// (".wh..." would be the entry's own parent) and removes nothing for them.
+// The fuzzer found ".wh..." (testdata/fuzz/FuzzExtractTarEntries).
+func TestExtractWhiteoutOfParent(t *testing.T) {
+	for _, name := range []string{"a/sub/.wh...", "a/.wh..", "a/.wh."} {
+		t.Run(name, func(t *testing.T) {
+			d := t.TempDir()
+			root, _ := os.OpenRoot(d)
+			defer root.Close()
+			o := TarOptions{Whiteouts: true}
+			lower := []tar.Header{{Name: "a/sub/", Typeflag: tar.TypeDir, Mode: 0o755}, {Name: "a/f", Typeflag: tar.TypeReg, Linkname: "x"}}
+			if _, err := ExtractTarOptions(context.Background(), root, layerTar(t, lower), o); err != nil {
+				t.Fatal(err)
+			}
+			upper := []tar.Header{{Name: name, Typeflag: tar.TypeReg}}
+			_, err := ExtractTarOptions(context.Background(), root, layerTar(t, upper), o)
+			var te *TarEntryError
+			if !errors.As(err, &te) {
+				t.Errorf("err %v, want a TarEntryError", err)
+			}
+			if got, want := files(t, d), []string{"a", "a/f", "a/sub"}; !slices.Equal(got, want) {
+				t.Errorf("files %v, want %v", got, want)
+			}
+		})
+	}
+}
+
 // TestExtractKeepOwners gives entries their headers' owners and modes.
 func TestExtractKeepOwners(t *testing.T) {
 	if os.Geteuid() != 0 {
