@@ -166,15 +166,7 @@ func (s *Server) routes() {
 // proxy, anything else to the API's routes. A panic becomes a 500 with a
 // short message, never a stack trace.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-			writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
-		}
-	}()
+	defer s.recoverPanic(w, r)
 	if p := s.cfg.Preview; p != nil {
 		// Before the body watch: a preview streams, or becomes a
 		// WebSocket, for as long as its two ends want.
@@ -184,9 +176,24 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	s.observe(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Inside observe too, so a panic's 500 is counted and audited.
+		defer s.recoverPanic(w, r)
 		watchBody(w, r, s.cfg.BodyIdleTimeout)
 		s.mux.ServeHTTP(w, r)
 	}))
+}
+
+// recoverPanic turns a handler's panic into a 500.
+func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+	writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
 }
 
 // auth requires the API key.

@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"log/slog"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -148,7 +149,9 @@ func readAudit(t *testing.T, path string) []obs.AuditEntry {
 // cgroup reader.
 func TestSandboxMetrics(t *testing.T) {
 	usage := map[string]cgroup.Usage{}
+	var log syncBuffer
 	s := newServer(t, func(c *Config) {
+		c.Logger = slog.New(obs.NewLogHandler(slog.NewTextHandler(&log, nil)))
 		c.ReadUsage = func(id string) (cgroup.Usage, error) {
 			u, ok := usage[id]
 			if !ok {
@@ -171,8 +174,22 @@ func TestSandboxMetrics(t *testing.T) {
 	if !m.Cgroup || m.CPUSeconds != 1.5 || m.MemoryBytes != 10<<20 || m.MemoryPeakBytes != 12<<20 || m.DiskWrittenBytes != 4096 || m.Pids != 5 || m.Status != "running" {
 		t.Errorf("with a cgroup: %+v", m)
 	}
+	// A failure the daemon logs names the request's id in the log line.
 	usage[sb.ID] = cgroup.Usage{Pids: -1}
-	s.call(t, "GET", "/v1/sandboxes/"+sb.ID+"/metrics", "", nil, http.StatusInternalServerError, nil)
+	s.call(t, "GET", "/v1/sandboxes/"+sb.ID+"/metrics", "", hdr{obs.RequestIDHeader: "log-check-1"}, http.StatusInternalServerError, nil)
+	if line := grepLine(log.String(), "request failed"); !strings.Contains(line, "request_id=log-check-1") {
+		t.Errorf("the failure's log line lacks its request id: %q", line)
+	}
 	s.call(t, "GET", "/v1/sandboxes/nope/metrics", "", nil, http.StatusNotFound, nil)
 	s.call(t, "GET", "/v1/sandboxes/"+sb.ID+"/metrics", "", hdr{"Authorization": "Bearer wrong"}, http.StatusUnauthorized, nil)
+}
+
+// grepLine is the first line of s holding sub.
+func grepLine(s, sub string) string {
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			return l
+		}
+	}
+	return ""
 }

@@ -64,6 +64,8 @@ func readV1(dir func(controller string) string) (Usage, error) {
 	}
 	if v, ok := single(filepath.Join(dir("pids"), "pids.current")); ok {
 		u.Pids, found = v, true
+	} else if n, ok := lines(filepath.Join(dir("cpu"), "tasks")); ok {
+		u.Pids = n // QEMU's VM: no pids controller, count its threads
 	}
 	u.DiskWriteBytes = blkioWrites(filepath.Join(dir("blkio"), "blkio.throttle.io_service_bytes"))
 	if !found {
@@ -80,6 +82,15 @@ func single(path string) (int64, bool) {
 	}
 	v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
 	return v, err == nil
+}
+
+// lines counts the non-empty lines of a file.
+func lines(path string) (int64, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	return int64(len(strings.Fields(string(b)))), true
 }
 
 // keyed reads key's value from a file of "key value" lines.

@@ -47,10 +47,11 @@ func TestReadV1(t *testing.T) {
 			"pids/pids.current":                     "3\n",
 			"blkio/blkio.throttle.io_service_bytes": "8:0 Read 5\n8:0 Write 50\n8:0 Total 55\nTotal 55\n",
 		}, Usage{CPUSeconds: 3, MemoryBytes: 4096, MemoryPeakBytes: 8192, Pids: 3, DiskWriteBytes: 50}, false},
-		{"qemu: cpu from the processes", map[string]string{
+		{"qemu: cpu from the processes, tasks counted", map[string]string{
 			"cpu/cgroup.procs":             "", // no live process: 0 s
+			"cpu/tasks":                    "11\n12\n13\n",
 			"memory/memory.usage_in_bytes": "100\n",
-		}, Usage{MemoryBytes: 100}, false},
+		}, Usage{MemoryBytes: 100, Pids: 3}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
