@@ -193,3 +193,20 @@ func grepLine(s, sub string) string {
 	}
 	return ""
 }
+
+// TestOperationRoutes checks every route the metrics time as an operation
+// is one the API serves, so a renamed route cannot silently stop counting.
+func TestOperationRoutes(t *testing.T) {
+	s := New(Config{APIKey: testKey})
+	for _, route := range obs.OperationRoutes() {
+		method, path, _ := strings.Cut(route, " ")
+		path = strings.NewReplacer("{id}", "sb-x", "{tag}", "t").Replace(path)
+		r, err := http.NewRequest(method, path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, pattern := s.mux.Handler(r); pattern != route {
+			t.Errorf("%s: the API serves it as %q", route, pattern)
+		}
+	}
+}

@@ -97,24 +97,34 @@ func (m *Metrics) ObserveRequest(route, op string, status int, code string, d ti
 // ObserveAgentRTT records one agent ping's round trip.
 func (m *Metrics) ObserveAgentRTT(d time.Duration) { m.agentRTT.Observe(d.Seconds()) }
 
-// operations names the routes whose latency is an operation's.
+// operations names the routes whose latency is an operation's. Read only.
 var operations = map[string]string{
-	"POST /v1/sandboxes":                    "create",
-	"POST /sandboxes":                       "create",
-	"POST /v1/snapshots/{tag}/spawn":        "spawn",
-	"POST /v1/sandboxes/{id}/exec":          "exec",
-	"POST /sandboxes/{id}/exec":             "exec",
-	"POST /v1/sandboxes/{id}/branch":        "branch",
-	"POST /v1/sandboxes/{id}/snapshot":      "snapshot",
-	"POST /v1/sandboxes/{id}/checkpoints":   "checkpoint",
-	"POST /v1/sandboxes/{id}/pause":         "pause",
-	"POST /v1/sandboxes/{id}/resume":        "resume",
-	"POST /v1/snapshots":                    "snapshot_build",
-	"POST /v1/sandboxes/{id}/restore/{cid}": "restore",
+	"POST /v1/sandboxes":                  "create",
+	"POST /sandboxes":                     "create",
+	"POST /v1/sandboxes/{id}/exec":        "exec",
+	"POST /sandboxes/{id}/exec":           "exec",
+	"POST /v1/sandboxes/{id}/branch":      "branch",
+	"POST /v1/sandboxes/{id}/snapshot":    "snapshot",
+	"POST /v1/sandboxes/{id}/checkpoints": "checkpoint",
+	"POST /v1/sandboxes/{id}/pause":       "pause",
+	"POST /v1/sandboxes/{id}/resume":      "resume",
+	"POST /v1/snapshots":                  "snapshot_build",
+	"POST /v1/sandboxes/{id}/rollback":    "rollback",
+	"POST /v1/templates":                  "template_build",
 }
 
 // Operation is the operation route is, or "".
 func Operation(route string) string { return operations[route] }
+
+// OperationRoutes lists the routes that are operations, for a test that
+// the API serves each.
+func OperationRoutes() []string {
+	out := make([]string, 0, len(operations))
+	for r := range operations {
+		out = append(out, r)
+	}
+	return out
+}
 
 func statusLabel(status int) string {
 	if status == 0 {
