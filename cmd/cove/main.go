@@ -60,6 +60,7 @@ of the sandboxes they make.`,
 		newInfoCmd(cfg), newNetCmd(cfg), newExposeCmd(cfg), newPortsCmd(cfg), newUnexposeCmd(cfg),
 		newPortForwardCmd(cfg), newPsCmd(cfg), newLogsCmd(cfg), newKillProcCmd(cfg), newStdinCmd(cfg), newWatchCmd(cfg),
 		newPauseCmd(cfg), newResumeCmd(cfg), newCheckpointCmd(cfg), newCheckpointsCmd(cfg), newRollbackCmd(cfg),
+		newStatsCmd(cfg),
 	} {
 		c.GroupID = groupSandboxes
 		root.AddCommand(c)

@@ -21,6 +21,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/api"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/mcp"
+	"github.com/cove-sandbox/cove/internal/obs"
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/runtime/gvisor"
@@ -34,7 +35,7 @@ import (
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel string
+	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel, auditLog string
 
 	defaultTTL, maxTTL, startTimeout, deadKeep time.Duration
 
@@ -94,6 +95,7 @@ are re-attached at its next start.`,
 	fs.IntVar(&f.poolMem, "pool-memory-mib", 4096, "memory budget (as sandbox limits) of all warm pools together")
 	fs.StringVar(&f.defaultSnap, "default-snapshot", "default", "snapshot kept built from the default image at start; empty for none")
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.auditLog, "audit-log", "", "JSON-lines audit log of every mutating API call, rotated to PATH.1 at 64 MiB (default: audit.log in --state-dir)")
 	fs.DurationVar(&f.startTimeout, "start-timeout", 60*time.Second, "how long a new sandbox's agent may take to answer")
 	fs.IntVar(&f.startPar, "start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
 	fs.DurationVar(&f.deadKeep, "dead-keep", 10*time.Minute, "how long a sandbox that died stays listed, with why, before it is forgotten")
@@ -129,7 +131,8 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if err := level.UnmarshalText([]byte(f.logLevel)); err != nil {
 		return fmt.Errorf("--log-level: %w", err)
 	}
-	log := slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
+	// Every line logged with a request's context names its request id.
+	log := slog.New(obs.NewLogHandler(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level})))
 
 	if os.Geteuid() != 0 {
 		return errors.New("the daemon needs root (network namespaces, runsc): run it as root")
@@ -214,6 +217,11 @@ func newTemplates(f serveFlags, svc *sandbox.Service, st *store.Store, state str
 // preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
 func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
+	audit, err := openAudit(f.auditLog, state)
+	if err != nil {
+		return err
+	}
+	defer audit.Close()
 	prev, tlsCfg, caPath, err := openPreview(f, state, svc, log)
 	if err != nil {
 		return err
@@ -253,7 +261,7 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
 		Version: version, Logger: log,
 	})
-	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(),
+	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(), Audit: audit,
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort,
 		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage, MaxBytes: f.maxImportMiB << 20}})
 	newServer := func(handler http.Handler) *http.Server {
@@ -389,4 +397,17 @@ func defaultQemuUser() string {
 		return "cove-qemu"
 	}
 	return ""
+}
+
+// openAudit opens the audit log at path, or audit.log in the state
+// directory when path is empty.
+func openAudit(path, state string) (*obs.Audit, error) {
+	if path == "" {
+		path = filepath.Join(state, "audit.log")
+	}
+	a, err := obs.OpenAudit(path, 0)
+	if err != nil {
+		return nil, fmt.Errorf("--audit-log: %w", err)
+	}
+	return a, nil
 }

@@ -16,7 +16,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/cgroup"
 	"github.com/cove-sandbox/cove/internal/netpolicy"
+	"github.com/cove-sandbox/cove/internal/obs"
 	"github.com/cove-sandbox/cove/internal/preview"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/template"
@@ -56,6 +58,14 @@ type Config struct {
 
 	// Images is the image store the /v1/images routes serve (images.go).
 	Images ImageStore
+
+	// Audit, if set, gets a line for every mutating call.
+	Audit *obs.Audit
+	// Metrics, if set, is the registry GET /metrics serves; nil: the
+	// server makes its own.
+	Metrics *obs.Metrics
+	// ReadUsage reads a sandbox's cgroup figures (nil: cgroup.ReadUsage).
+	ReadUsage func(id string) (cgroup.Usage, error)
 }
 
 // Server is the REST API.
@@ -64,6 +74,8 @@ type Server struct {
 	svc *sandbox.Service
 	log *slog.Logger
 	mux *http.ServeMux
+
+	metrics *obs.Metrics
 }
 
 // maxJSONBody bounds JSON request bodies; file content is streamed and
@@ -79,7 +91,13 @@ func New(cfg Config) *Server {
 	if cfg.BodyIdleTimeout <= 0 {
 		cfg.BodyIdleTimeout = defaultBodyIdle
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux()}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics}
+	if s.metrics == nil {
+		s.metrics = obs.NewMetrics(s.gauges())
+	}
+	if s.svc != nil {
+		s.metrics.Registry().MustRegister(statsCollector{s.svc.Stats()})
+	}
 	s.routes()
 	return s
 }
@@ -88,7 +106,7 @@ func (s *Server) routes() {
 	m := s.mux
 	m.HandleFunc("GET /healthz", s.healthz)
 	m.HandleFunc("GET /version", s.auth(s.version))
-	m.HandleFunc("GET /metrics", s.auth(s.metrics))
+	m.HandleFunc("GET /metrics", s.auth(s.metricsHandler))
 	m.HandleFunc("GET /v1/info", s.auth(s.info))
 
 	m.HandleFunc("POST /v1/sandboxes", s.auth(s.createSandboxes))
@@ -123,6 +141,7 @@ func (s *Server) routes() {
 	s.treeRoutes(m)
 	s.imageRoutes(m)
 	s.pauseRoutes(m)
+	s.sandboxMetricsRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))
@@ -147,15 +166,7 @@ func (s *Server) routes() {
 // proxy, anything else to the API's routes. A panic becomes a 500 with a
 // short message, never a stack trace.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	defer func() {
-		if v := recover(); v != nil {
-			if v == http.ErrAbortHandler {
-				panic(v)
-			}
-			s.log.Error("handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
-			writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
-		}
-	}()
+	defer s.recoverPanic(w, r)
 	if p := s.cfg.Preview; p != nil {
 		// Before the body watch: a preview streams, or becomes a
 		// WebSocket, for as long as its two ends want.
@@ -164,8 +175,25 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	watchBody(w, r, s.cfg.BodyIdleTimeout)
-	s.mux.ServeHTTP(w, r)
+	s.observe(w, r, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		// Inside observe too, so a panic's 500 is counted and audited.
+		defer s.recoverPanic(w, r)
+		watchBody(w, r, s.cfg.BodyIdleTimeout)
+		s.mux.ServeHTTP(w, r)
+	}))
+}
+
+// recoverPanic turns a handler's panic into a 500.
+func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
+	v := recover()
+	if v == nil {
+		return
+	}
+	if v == http.ErrAbortHandler {
+		panic(v)
+	}
+	s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
+	writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
 }
 
 // auth requires the API key.
@@ -215,15 +243,17 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	enc.Encode(v)
 }
 
+// writeError answers with an error body naming the request's id, which
+// its log lines and audit line carry too.
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, apitype.ErrorBody{Error: msg, Code: code})
+	writeJSON(w, status, apitype.ErrorBody{Error: msg, Code: code, RequestID: noteError(w, code)})
 }
 
 // fail writes err with the status its sentinel maps to.
 func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 	if bodyStalled(r) {
 		// Whatever failed, it failed because the client stopped sending.
-		s.log.Info("request body stalled", "method", r.Method, "path", r.URL.Path, "idle", s.cfg.BodyIdleTimeout)
+		s.log.InfoContext(r.Context(), "request body stalled", "method", r.Method, "path", r.URL.Path, "idle", s.cfg.BodyIdleTimeout)
 		writeError(w, http.StatusRequestTimeout, apitype.CodeTimeout, fmt.Sprintf("the request body stalled: nothing arrived for %s", s.cfg.BodyIdleTimeout))
 		return
 	}
@@ -239,7 +269,7 @@ func (s *Server) fail(w http.ResponseWriter, r *http.Request, err error) {
 // failure of the daemon's own, not the client's or a passing one.
 func (s *Server) logFailure(r *http.Request, status int, err error) {
 	if status >= 500 && !errors.Is(err, sandbox.ErrRetry) {
-		s.log.Error("request failed", "method", r.Method, "path", r.URL.Path, "err", err)
+		s.log.ErrorContext(r.Context(), "request failed", "method", r.Method, "path", r.URL.Path, "err", err)
 	}
 }
 

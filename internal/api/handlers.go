@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/obs"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -25,26 +26,6 @@ func (s *Server) version(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) info(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.cfg.Info(r.Context()))
-}
-
-func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
-	st := s.svc.Stats()
-	w.Header().Set("Content-Type", "text/plain; version=0.0.4")
-	fmt.Fprintf(w, "# HELP cove_sandboxes Sandboxes alive.\n# TYPE cove_sandboxes gauge\ncove_sandboxes %d\n", s.svc.Count())
-	for _, m := range []struct {
-		name, help string
-		v          int64
-	}{
-		{"cove_sandboxes_created_total", "Sandboxes created.", st.Created.Load()},
-		{"cove_sandboxes_destroyed_total", "Sandboxes destroyed.", st.Destroyed.Load()},
-		{"cove_sandboxes_expired_total", "Sandboxes destroyed at expiry.", st.Expired.Load()},
-		{"cove_create_failures_total", "Create calls that failed.", st.Failures.Load()},
-		{"cove_execs_total", "Commands run.", st.Execs.Load()},
-		{"cove_pool_hits_total", "Sandboxes handed out from a warm pool.", st.PoolHits.Load()},
-		{"cove_sandboxes_died_total", "Sandboxes whose runtime process ended while they ran.", st.Died.Load()},
-	} {
-		fmt.Fprintf(w, "# HELP %s %s\n# TYPE %s counter\n%s %d\n", m.name, m.help, m.name, m.name, m.v)
-	}
 }
 
 // sandboxInfo is a sandbox as the API shows it. Its ports go without their
@@ -95,7 +76,22 @@ func (s *Server) create(w http.ResponseWriter, r *http.Request, maxN int) ([]san
 		s.fail(w, r, err)
 		return nil, false
 	}
+	noteCreate(r, req, infos)
 	return infos, true
+}
+
+// noteCreate tells the metrics and the audit log what a create made: a
+// spawn when it made several, or started from a snapshot; the sandbox id
+// (the first's) the route does not name.
+func noteCreate(r *http.Request, req apitype.CreateSandboxRequest, infos []sandbox.Info) {
+	o := obs.FromContext(r.Context())
+	if o == nil || len(infos) == 0 {
+		return
+	}
+	o.SandboxID = infos[0].ID
+	if len(infos) > 1 || req.SnapshotTag != "" {
+		o.Op = "spawn"
+	}
 }
 
 func (s *Server) createSandboxes(w http.ResponseWriter, r *http.Request) {
@@ -170,6 +166,7 @@ func (s *Server) ping(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbo
 		s.fail(w, r, err)
 		return
 	}
+	s.metrics.ObserveAgentRTT(res.RTT)
 	writeJSON(w, http.StatusOK, apitype.PingResponse{OK: true, Hostname: res.Hostname, UptimeMs: res.Uptime.Milliseconds(), LatencyUs: res.RTT.Microseconds()})
 }
 

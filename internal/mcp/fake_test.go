@@ -347,3 +347,13 @@ func (f *fakeAPI) GetFile(ctx context.Context, id, token, path string) (io.ReadC
 	}
 	return io.NopCloser(bytes.NewReader(b)), fi, nil
 }
+
+func (f *fakeAPI) SandboxMetrics(ctx context.Context, id string) (apitype.SandboxMetrics, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	sb, ok := f.sandboxes[id]
+	if !ok {
+		return apitype.SandboxMetrics{}, notFound("sandbox " + id)
+	}
+	return apitype.SandboxMetrics{ID: id, Status: sb.info.Status, CPUSeconds: 1.5, MemoryBytes: 1 << 20, Cgroup: true}, nil
+}

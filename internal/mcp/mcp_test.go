@@ -79,11 +79,11 @@ func TestToolsList(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := []string{"branch_sandbox", "checkpoint_sandbox", "create_sandbox", "eval_code", "exec_command", "expose_port", "extend_sandbox",
-		"get_sandbox", "get_service_info", "get_usage", "kill_sandbox", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
+		"get_sandbox", "get_sandbox_metrics", "get_service_info", "get_usage", "kill_sandbox", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
 		"list_templates", "make_dir", "move_file", "pause_sandbox", "ping_sandbox", "read_file", "read_process_output", "remove_file", "resume_sandbox",
 		"rollback_sandbox", "sandbox_run", "set_network",
 		"signal_process", "snapshot_sandbox", "spawn_sandboxes", "stat_file", "wait_for_text", "write_file", "write_process_stdin"}
-	wantRO := []string{"get_sandbox", "get_service_info", "get_usage", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
+	wantRO := []string{"get_sandbox", "get_sandbox_metrics", "get_service_info", "get_usage", "list_files", "list_processes", "list_sandboxes", "list_snapshots",
 		"list_templates",
 		"ping_sandbox", "read_file", "read_process_output", "stat_file", "wait_for_text"}
 	var got, gotRO []string

@@ -31,6 +31,7 @@ type API interface {
 	CreateSandboxes(ctx context.Context, req apitype.CreateSandboxRequest) ([]apitype.SandboxInfo, error)
 	ListSandboxes(ctx context.Context) ([]apitype.SandboxInfo, error)
 	GetSandbox(ctx context.Context, id string) (apitype.SandboxInfo, error)
+	SandboxMetrics(ctx context.Context, id string) (apitype.SandboxMetrics, error)
 	DeleteSandbox(ctx context.Context, id string) error
 	Extend(ctx context.Context, id string, ttlSecs int64) (apitype.SandboxInfo, error)
 	SetNetwork(ctx context.Context, id string, p apitype.NetworkPolicy) (apitype.SandboxInfo, error)

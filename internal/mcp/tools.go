@@ -84,6 +84,7 @@ func (s *Server) addTools() {
 		"List the snapshots (warm templates) that sandboxes can be spawned from, with their tags, sizes and how many ready sandboxes each keeps pooled. Use a tag with spawn_sandboxes or create_sandbox.",
 		readOnly()), s.listSnapshots)
 	s.addTemplateTools()
+	s.addMetricsTools()
 	add(srv, tool("create_sandbox", "Create a sandbox",
 		"Create one new isolated Linux sandbox (Debian with python3, node, git) and return its id and token. Start from a snapshot tag (fast, see list_snapshots) or cold from an image. It reaches no network unless network allows it: e.g. {\"presets\": [\"pypi\"]} to pip install, {\"allow_domains\": [\"example.org\"]} for a site; a snapshot's children take its policy. This session remembers the token, so later calls can omit sandbox_token. For a quick command without managing a sandbox, sandbox_run is simpler.",
 		hints{}), s.createSandbox)

@@ -38,6 +38,9 @@ const (
 type ErrorBody struct {
 	Error string `json:"error"`
 	Code  string `json:"code,omitempty"`
+	// RequestID is the X-Request-Id of the failed request, as the
+	// daemon's logs and audit log name it.
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // Error codes carried in ErrorBody.Code.

@@ -211,6 +211,13 @@ func (c *Client) GetSandbox(ctx context.Context, id string) (apitype.SandboxInfo
 	return out, err
 }
 
+// SandboxMetrics reads a sandbox's CPU, memory, disk and pids figures.
+func (c *Client) SandboxMetrics(ctx context.Context, id string) (apitype.SandboxMetrics, error) {
+	var out apitype.SandboxMetrics
+	err := c.call(ctx, 0, http.MethodGet, sandboxPath(id, "/metrics"), nil, "", nil, &out)
+	return out, err
+}
+
 // DeleteSandbox destroys a sandbox.
 func (c *Client) DeleteSandbox(ctx context.Context, id string) error {
 	return c.call(ctx, 0, http.MethodDelete, sandboxPath(id, ""), nil, "", nil, nil)
