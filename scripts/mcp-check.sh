@@ -113,7 +113,7 @@ inspect() {
 # --strict: a tool schema that is not portable across clients fails.
 tools=$(inspect --method tools/list --strict) || fail "inspector tools/list"
 n=$(node -e 'const t=JSON.parse(require("fs").readFileSync(0)).tools; console.log(t.length)' <<<"$tools")
-[[ $n == 34 ]] || fail "inspector tools/list: $n tools, want 34"
+[[ $n == 35 ]] || fail "inspector tools/list: $n tools, want 35"
 say "inspector tools/list: $n tools"
 out=$(inspect --method tools/call --tool-name sandbox_run --tool-arg 'command=echo hello from $(hostname)') ||
 	fail "inspector tools/call sandbox_run: $out"
