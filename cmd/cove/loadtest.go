@@ -27,14 +27,15 @@ is driven. It exits non-zero if any op failed or anything was left behind.`,
 			if err := o.Validate(); err != nil {
 				return usageError{err}
 			}
-			cl, daemon, err := cfg.client()
-			if err != nil {
-				return err
-			}
+			daemon := cfg.baseURL()
 			if err := loadtest.CheckLoopback(daemon); err != nil {
 				return usageError{err}
 			}
-			_, err = loadtest.Run(cmd.Context(), cl, daemon, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
+			key, err := cfg.key()
+			if err != nil {
+				return err
+			}
+			_, err = loadtest.Run(cmd.Context(), daemon, key, o, cmd.OutOrStdout(), cmd.ErrOrStderr())
 			return explain(err, daemon)
 		},
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // startFake serves a fake daemon with the snapshot "default" on loopback.
-func startFake(t *testing.T) (*fakedaemon.Daemon, *client.Client, string) {
+func startFake(t *testing.T) (*fakedaemon.Daemon, string) {
 	t.Helper()
 	f := fakedaemon.New()
 	srv := httptest.NewServer(f)
@@ -26,15 +26,15 @@ func startFake(t *testing.T) (*fakedaemon.Daemon, *client.Client, string) {
 	if _, err := cl.CreateSnapshot(context.Background(), apitype.CreateSnapshotRequest{Tag: "default"}); err != nil {
 		t.Fatal(err)
 	}
-	return f, cl, srv.URL
+	return f, srv.URL
 }
 
 func TestRunBoundedByOps(t *testing.T) {
-	f, cl, url := startFake(t)
+	f, url := startFake(t)
 	o := Defaults()
 	o.Clients, o.Ops, o.Duration, o.JSON, o.DaemonPID = 4, 300, 0, true, os.Getpid()
 	var out, log bytes.Buffer
-	rep, err := Run(context.Background(), cl, url, o, &out, &log)
+	rep, err := Run(context.Background(), url, "key", o, &out, &log)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s\n%s", err, out.String(), log.String())
 	}
@@ -69,11 +69,11 @@ func TestRunBoundedByOps(t *testing.T) {
 }
 
 func TestRunBoundedByTime(t *testing.T) {
-	f, cl, url := startFake(t)
+	f, url := startFake(t)
 	o := Defaults()
 	o.Clients, o.Duration, o.MaxSandboxes = 3, 200*time.Millisecond, 2
 	var out, log bytes.Buffer
-	rep, err := Run(context.Background(), cl, url, o, &out, &log)
+	rep, err := Run(context.Background(), url, "key", o, &out, &log)
 	if err != nil {
 		t.Fatalf("Run: %v\n%s", err, out.String())
 	}
@@ -91,12 +91,12 @@ func TestRunBoundedByTime(t *testing.T) {
 }
 
 func TestRunCountsErrorsByCode(t *testing.T) {
-	f, cl, url := startFake(t)
+	f, url := startFake(t)
 	f.SetDropSpawns(true) // every spawn answers 504 timeout, leaving its sandbox
 	o := Defaults()
 	o.Clients, o.Ops, o.Duration, o.Mix = 2, 20, 0, Mix{OpSpawn: 1, OpExec: 1}
 	var out, log bytes.Buffer
-	rep, err := Run(context.Background(), cl, url, o, &out, &log)
+	rep, err := Run(context.Background(), url, "key", o, &out, &log)
 	if err == nil || !strings.Contains(err.Error(), "ops failed") {
 		t.Fatalf("Run = %v, want an error naming the failed ops", err)
 	}
@@ -111,13 +111,13 @@ func TestRunCountsErrorsByCode(t *testing.T) {
 }
 
 func TestRunInterruptedCleansUp(t *testing.T) {
-	f, cl, url := startFake(t)
+	f, url := startFake(t)
 	o := Defaults()
 	o.Clients, o.Duration = 4, time.Hour
 	ctx, cancel := context.WithTimeout(context.Background(), 150*time.Millisecond)
 	defer cancel()
 	var out, log bytes.Buffer
-	rep, err := Run(ctx, cl, url, o, &out, &log)
+	rep, err := Run(ctx, url, "key", o, &out, &log)
 	if err == nil || !rep.Interrupted {
 		t.Errorf("Run = %v, interrupted %v: want an interrupted run's error", err, rep.Interrupted)
 	}
@@ -130,7 +130,7 @@ func TestRunInterruptedCleansUp(t *testing.T) {
 }
 
 func TestRunRefusesBeforeCalling(t *testing.T) {
-	_, cl, url := startFake(t)
+	_, url := startFake(t)
 	bad := Defaults()
 	bad.Clients = 0
 	noSnap := Defaults()
@@ -145,7 +145,7 @@ func TestRunRefusesBeforeCalling(t *testing.T) {
 		{"no snapshot", url, noSnap, "nope"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := Run(context.Background(), cl, tc.url, tc.o, &bytes.Buffer{}, &bytes.Buffer{})
+			_, err := Run(context.Background(), tc.url, "key", tc.o, &bytes.Buffer{}, &bytes.Buffer{})
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Errorf("Run = %v, want an error naming %q", err, tc.want)
 			}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net/http"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -29,19 +30,25 @@ const cleanupTimeout = 2 * time.Minute
 // for long.
 const sandboxTTL = 15 * time.Minute
 
-// Run drives the daemon cl talks to, at daemonURL, as opts says, prints
+// Run drives the daemon at daemonURL, with API key apiKey, as opts says, prints
 // the report to out and logs progress to log. It refuses a daemon off
 // loopback. Every sandbox and snapshot it makes is deleted before it
 // returns, also when ctx is canceled (^C). It returns the report and an
 // error if an op failed, something was left behind or the run was cut
 // short.
-func Run(ctx context.Context, cl *client.Client, daemonURL string, opts Options, out, log io.Writer) (Report, error) {
+func Run(ctx context.Context, daemonURL, apiKey string, opts Options, out, log io.Writer) (Report, error) {
 	if err := opts.Validate(); err != nil {
 		return Report{}, err
 	}
 	if err := CheckLoopback(daemonURL); err != nil {
 		return Report{}, err
 	}
+	// A connection kept per client, and closed before the daemon's open
+	// files are counted after the run, so that they count the daemon's.
+	tr := http.DefaultTransport.(*http.Transport).Clone()
+	tr.MaxIdleConnsPerHost = opts.Clients
+	hc := &http.Client{Transport: tr}
+	cl := client.New(daemonURL, apiKey, client.WithHTTPClient(hc), client.WithUserAgent("cove-loadtest"))
 	info, err := cl.Info(ctx)
 	if err != nil {
 		return Report{}, err
@@ -57,7 +64,7 @@ func Run(ctx context.Context, cl *client.Client, daemonURL string, opts Options,
 	rep := Report{RunID: r.runID, Backend: info.Backend, DaemonVersion: info.Version, Clients: opts.Clients,
 		OpsLimit: opts.Ops, DurationSecs: opts.Duration.Seconds(), MaxSandboxes: r.maxLive, Mix: opts.Mix.String()}
 	rep.Daemon.PID, rep.Daemon.Unavailable = pid, why
-	rep.Daemon.Before = r.procStats(&rep.Daemon)
+	rep.Daemon.Before = r.procStats(&rep.Daemon, hc)
 	fmt.Fprintf(log, "loadtest %s: %d clients, mix %s, at most %d sandboxes\n", r.runID, opts.Clients, opts.Mix, r.maxLive)
 
 	t0 := time.Now()
@@ -66,7 +73,7 @@ func Run(ctx context.Context, cl *client.Client, daemonURL string, opts Options,
 	r.deleteSnapshots(ctx)
 	rep.SweptSandboxes = r.sweep(ctx)
 	rep.LeftSandboxes, rep.LeftSnapshots = r.leftovers(ctx)
-	rep.Daemon.After = r.procStats(&rep.Daemon)
+	rep.Daemon.After = r.procStats(&rep.Daemon, hc)
 	rep.Interrupted = ctx.Err() != nil
 	r.st.fill(&rep)
 	if err := rep.write(out, opts.JSON); err != nil {
@@ -226,6 +233,7 @@ func (r *runner) sweep(ctx context.Context) []string {
 
 // leftovers lists the run's sandboxes and snapshots still there.
 func (r *runner) leftovers(ctx context.Context) (sandboxes, snapshots []string) {
+	sandboxes, snapshots = []string{}, []string{}
 	lctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 	defer cancel()
 	sbs, err := r.cl.ListSandboxes(lctx)
@@ -249,11 +257,16 @@ func (r *runner) leftovers(ctx context.Context) (sandboxes, snapshots []string) 
 	return sandboxes, snapshots
 }
 
-// procStats reads the daemon's figures, noting in d why not if it cannot.
-func (r *runner) procStats(d *DaemonStats) *ProcStats {
+// procStats reads the daemon's figures, noting in d why not if it
+// cannot, after closing the connections hc keeps so that the open files
+// are the daemon's own.
+func (r *runner) procStats(d *DaemonStats, hc *http.Client) *ProcStats {
 	if d.PID == 0 {
 		return nil
 	}
+	hc.CloseIdleConnections()
+	time.Sleep(100 * time.Millisecond) // for the daemon to see them closed
+
 	ps, err := readProcStats("/proc", d.PID)
 	if err != nil {
 		d.Unavailable = err.Error()
