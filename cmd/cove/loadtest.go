@@ -16,7 +16,8 @@ func newLoadtestCmd(cfg *clientConfig) *cobra.Command {
 		Long: `Drive the daemon with concurrent clients, each running a weighted mix of
 create, spawn (from --snapshot), exec, files (a put, then a get compared),
 branch (one child) and kill on sandboxes of its own, until --ops ops or
---duration pass, whichever comes first. Then every sandbox and snapshot it
+--duration pass, whichever comes first (the first client runs every op of
+the mix once before it draws at random, so a short run covers it). Then every sandbox and snapshot it
 made is deleted (also on ^C), and it prints ops/s and p50/p90/p99 by
 operation, errors by code, and the daemon's RSS and open files before and
 after when the daemon runs on this host. Only a daemon on a loopback address

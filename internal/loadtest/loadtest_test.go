@@ -68,6 +68,36 @@ func TestRunBoundedByOps(t *testing.T) {
 	}
 }
 
+func TestRunCoversTheMix(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mix  Mix
+	}{
+		{"default", DefaultMix()},
+		{"rare branch", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 100, OpFiles: 100, OpBranch: 1, OpKill: 1}},
+		{"no create", Mix{OpSpawn: 1, OpExec: 1, OpBranch: 1, OpKill: 1}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, url := startFake(t)
+			o := Defaults()
+			o.Clients, o.Ops, o.Duration, o.Mix = 1, len(coverScript(tc.mix)), 0, tc.mix
+			rep, err := Run(context.Background(), url, "key", o, &bytes.Buffer{}, &bytes.Buffer{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			ran := map[string]bool{}
+			for _, s := range rep.Ops {
+				ran[s.Op] = true
+			}
+			for op, w := range tc.mix {
+				if w > 0 && !ran[op] {
+					t.Errorf("%s did not run in the first %d ops: %+v", op, o.Ops, rep.Ops)
+				}
+			}
+		})
+	}
+}
+
 func TestRunBoundedByTime(t *testing.T) {
 	f, url := startFake(t)
 	o := Defaults()

@@ -131,6 +131,9 @@ func (r *runner) runClients(ctx context.Context) {
 	for i := range r.o.Clients {
 		w := &worker{r: r, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))}
 		w.ops, w.cum = r.o.Mix.weighted()
+		if i == 0 {
+			w.script = coverScript(r.o.Mix)
+		}
 		wg.Go(func() {
 			defer w.cleanup(ctx)
 			w.loop(ctx, stop)

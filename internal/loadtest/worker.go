@@ -23,6 +23,28 @@ type worker struct {
 	ops []string
 	cum []int
 	sbs []held
+	// script is drawn from first, in order: client 0 runs every op of
+	// the mix once before it draws at random, so that a short run still
+	// covers the mix.
+	script []string
+}
+
+// coverScript orders the ops of the mix so that each can run when its
+// turn comes to a client that starts with nothing and holds two: a
+// sandbox made first, branched while there is room, killed, then made
+// again.
+func coverScript(m Mix) []string {
+	first, last := OpCreate, OpSpawn
+	if m[OpCreate] == 0 {
+		first, last = OpSpawn, ""
+	}
+	var out []string
+	for _, op := range []string{first, OpExec, OpFiles, OpBranch, OpKill, last} {
+		if m[op] > 0 {
+			out = append(out, op)
+		}
+	}
+	return out
 }
 
 // held is a sandbox a worker made.
@@ -65,7 +87,12 @@ func (w *worker) loop(ctx, stop context.Context) {
 // when the worker holds its share, or the run its cap, is a kill. A
 // making op returned has its place under the cap taken.
 func (w *worker) choose(stop context.Context) (string, bool) {
-	op := w.ops[sortSearch(w.cum, w.rng.IntN(w.cum[len(w.cum)-1]))]
+	var op string
+	if len(w.script) > 0 {
+		op, w.script = w.script[0], w.script[1:]
+	} else {
+		op = w.ops[sortSearch(w.cum, w.rng.IntN(w.cum[len(w.cum)-1]))]
+	}
 	if op != OpCreate && op != OpSpawn && len(w.sbs) == 0 {
 		op = OpSpawn
 		if w.r.o.Mix[OpSpawn] == 0 {
