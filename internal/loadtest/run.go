@@ -68,8 +68,7 @@ func Run(ctx context.Context, daemonURL, apiKey string, opts Options, out, log i
 	fmt.Fprintf(log, "loadtest %s: %d clients, mix %s, at most %d sandboxes\n", r.runID, opts.Clients, opts.Mix, r.maxLive)
 
 	t0 := time.Now()
-	r.runClients(ctx)
-	rep.ElapsedSecs = time.Since(t0).Seconds()
+	rep.ElapsedSecs = r.runClients(ctx).Sub(t0).Seconds()
 	r.deleteSnapshots(ctx)
 	rep.SweptSandboxes = r.sweep(ctx)
 	rep.LeftSandboxes, rep.LeftSnapshots = r.leftovers(ctx)
@@ -120,14 +119,17 @@ type runner struct {
 }
 
 // runClients runs the clients until the ops or the time run out, or ctx
-// is canceled, and then deletes every sandbox they hold.
-func (r *runner) runClients(ctx context.Context) {
+// is canceled, and then deletes every sandbox they hold. It returns when
+// the last op ended, before the clean-up, which is no part of the load.
+func (r *runner) runClients(ctx context.Context) time.Time {
 	stop, cancel := ctx, context.CancelFunc(func() {})
 	if r.o.Duration > 0 {
 		stop, cancel = context.WithTimeout(ctx, r.o.Duration)
 	}
 	defer cancel()
 	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var last time.Time
 	for i := range r.o.Clients {
 		w := &worker{r: r, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))}
 		w.ops, w.cum = r.o.Mix.weighted()
@@ -135,11 +137,17 @@ func (r *runner) runClients(ctx context.Context) {
 			w.script = coverScript(r.o.Mix)
 		}
 		wg.Go(func() {
-			defer w.cleanup(ctx)
 			w.loop(ctx, stop)
+			mu.Lock()
+			if now := time.Now(); now.After(last) {
+				last = now
+			}
+			mu.Unlock()
+			w.cleanup(ctx)
 		})
 	}
 	wg.Wait()
+	return last
 }
 
 // next claims the next op of the run, false when there is none.
