@@ -42,6 +42,7 @@ type sandbox struct {
 	info  apitype.SandboxInfo
 	chain string
 	ports map[int]apitype.PortInfo
+	files map[string][]byte // what PUT /files wrote, by path
 }
 
 type snapshot struct {
@@ -99,6 +100,7 @@ func New() *Daemon {
 		})
 	}
 	f.mux.HandleFunc("GET /v1/sandboxes/{id}/ports/{port}/connect", f.connect)
+	f.fileRoutes()
 	return f
 }
 
@@ -178,13 +180,13 @@ func (f *Daemon) deleteSnapshot(r *http.Request) (int, any) {
 	return 204, nil
 }
 
-// add makes a sandbox spawned from tag with the given /tmp/chain and
-// network policy.
-func (f *Daemon) add(tag, chain string, p apitype.NetworkPolicy) apitype.SandboxInfo {
+// add makes a sandbox spawned from tag with the given /tmp/chain,
+// network policy and labels.
+func (f *Daemon) add(tag, chain string, p apitype.NetworkPolicy, labels map[string]string) apitype.SandboxInfo {
 	f.next++
 	id := fmt.Sprintf("sb-%d", f.next)
-	info := apitype.SandboxInfo{ID: id, Status: "running", SnapshotTag: tag, Token: "tok-" + id, Network: p}
-	f.sandboxes[info.ID] = &sandbox{info: info, chain: chain, ports: map[int]apitype.PortInfo{}}
+	info := apitype.SandboxInfo{ID: id, Status: "running", SnapshotTag: tag, Token: "tok-" + id, Network: p, Labels: labels}
+	f.sandboxes[info.ID] = &sandbox{info: info, chain: chain, ports: map[int]apitype.PortInfo{}, files: map[string][]byte{}}
 	return info
 }
 
@@ -211,7 +213,7 @@ func (f *Daemon) createSandboxes(r *http.Request) (int, any) {
 	}
 	var out []apitype.SandboxInfo
 	for range max(req.N, 1) {
-		out = append(out, f.add(req.SnapshotTag, chain, policy))
+		out = append(out, f.add(req.SnapshotTag, chain, policy, req.Labels))
 	}
 	if f.dropSpawns && req.SnapshotTag != "" {
 		return fail(504, apitype.CodeTimeout, "took too long")
@@ -281,6 +283,8 @@ func (f *Daemon) exec(sb *sandbox, r *http.Request) (int, any) {
 		sb.chain += strings.TrimSuffix(line, " >> /tmp/chain") + "\n"
 	} else if slices.Equal(req.Args, []string{"cat", "/tmp/chain"}) {
 		res.Stdout = sb.chain
+	} else if len(req.Args) > 0 && req.Args[0] == "echo" {
+		res.Stdout = strings.Join(req.Args[1:], " ") + "\n"
 	}
 	return 200, res
 }
@@ -298,7 +302,7 @@ func (f *Daemon) branch(sb *sandbox, r *http.Request) (int, any) {
 	f.snapshots[req.Tag] = &snapshot{info: si, chain: sb.chain, token: sb.info.Token}
 	br := apitype.BranchResponse{SnapshotInfo: si, PauseMs: 42, StoppedMs: 7}
 	for range req.N {
-		br.Children = append(br.Children, f.add(req.Tag, sb.chain, si.Network))
+		br.Children = append(br.Children, f.add(req.Tag, sb.chain, si.Network, req.Labels))
 	}
 	return 201, br
 }
