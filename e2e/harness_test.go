@@ -513,6 +513,14 @@ func randomHex(n int) string {
 // rawCall sends one HTTP request and returns the status and body.
 func rawCall(t *testing.T, method, url string, headers map[string]string, body string) (int, []byte) {
 	t.Helper()
+	resp, b := callWithHeaders(t, method, url, headers, body)
+	return resp.StatusCode, b
+}
+
+// callWithHeaders sends one HTTP request and returns the response (its
+// body read) and the body.
+func callWithHeaders(t *testing.T, method, url string, headers map[string]string, body string) (*http.Response, []byte) {
+	t.Helper()
 	req, err := http.NewRequest(method, url, strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
@@ -526,5 +534,5 @@ func rawCall(t *testing.T, method, url string, headers map[string]string, body s
 	}
 	defer resp.Body.Close()
 	b, _ := io.ReadAll(resp.Body)
-	return resp.StatusCode, b
+	return resp, b
 }

@@ -4,15 +4,12 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
 	"regexp"
 	"strconv"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -81,25 +78,6 @@ func TestMetricsObservability(t *testing.T) {
 		t.Errorf("cpu_seconds did not grow over a busy loop: %v then %v", before.CPUSeconds, after.CPUSeconds)
 	}
 	t.Logf("sandbox metrics before %+v, after %+v", before, after)
-}
-
-func callWithHeaders(t *testing.T, method, url string, headers map[string]string, body string) (*http.Response, []byte) {
-	t.Helper()
-	req, err := http.NewRequest(method, url, strings.NewReader(body))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for k, v := range headers {
-		req.Header.Set(k, v)
-	}
-	c := &http.Client{Timeout: 3 * time.Minute}
-	resp, err := c.Do(req)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, url, err)
-	}
-	defer resp.Body.Close()
-	b, _ := io.ReadAll(resp.Body)
-	return resp, b
 }
 
 func scrape(t *testing.T, d *daemon) string {

@@ -25,24 +25,7 @@ func (c *countingReader) Read(p []byte) (int, error) {
 // what label names c has seen, so that a long upload or layer shows it is
 // moving.
 func (b *builder) withByteProgress(label string, c *countingReader, fn func() error) error {
-	start := time.Now()
-	done := make(chan struct{})
-	stopped := make(chan struct{})
-	go func() {
-		defer close(stopped)
-		t := time.NewTicker(heartbeat)
-		defer t.Stop()
-		for {
-			select {
-			case <-done:
-				return
-			case <-t.C:
-				b.prog.printf("%s: %s so far (%ds)", label, humanize.IBytes(uint64(c.n.Load())), int(time.Since(start).Seconds()))
-			}
-		}
-	}()
-	err := fn()
-	close(done)
-	<-stopped
-	return err
+	return withHeartbeat(fn, func(elapsed time.Duration) {
+		b.prog.printf("%s: %s so far (%ds)", label, humanize.IBytes(uint64(c.n.Load())), int(elapsed.Seconds()))
+	})
 }

@@ -39,11 +39,29 @@ func (p *progress) Write(b []byte) (int, error) {
 func (p *progress) step(name string, tail *outputSink, fn func() error) error {
 	start := time.Now()
 	p.printf("%s ...", name)
+	err := withHeartbeat(fn, func(elapsed time.Duration) {
+		last := ""
+		if tail != nil && !tail.verbose {
+			last = "  " + truncate(tail.lastLine(), 72)
+		}
+		p.printf("%s ... %ds%s", name, int(elapsed.Seconds()), last)
+	})
+	if err != nil {
+		p.printf("%s failed after %.1fs", name, time.Since(start).Seconds())
+		return err
+	}
+	p.printf("%s done (%.1fs)", name, time.Since(start).Seconds())
+	return nil
+}
+
+// withHeartbeat runs fn, calling beat every heartbeat while it runs with
+// the time since it started.
+func withHeartbeat(fn func() error, beat func(elapsed time.Duration)) error {
+	start := time.Now()
 	done := make(chan struct{})
-	var wg sync.WaitGroup
-	wg.Add(1)
+	stopped := make(chan struct{})
 	go func() {
-		defer wg.Done()
+		defer close(stopped)
 		t := time.NewTicker(heartbeat)
 		defer t.Stop()
 		for {
@@ -51,23 +69,14 @@ func (p *progress) step(name string, tail *outputSink, fn func() error) error {
 			case <-done:
 				return
 			case <-t.C:
-				last := ""
-				if tail != nil && !tail.verbose {
-					last = "  " + truncate(tail.lastLine(), 72)
-				}
-				p.printf("%s ... %ds%s", name, int(time.Since(start).Seconds()), last)
+				beat(time.Since(start))
 			}
 		}
 	}()
 	err := fn()
 	close(done)
-	wg.Wait()
-	if err != nil {
-		p.printf("%s failed after %.1fs", name, time.Since(start).Seconds())
-		return err
-	}
-	p.printf("%s done (%.1fs)", name, time.Since(start).Seconds())
-	return nil
+	<-stopped
+	return err
 }
 
 func truncate(s string, n int) string {
