@@ -1,0 +1,53 @@
+// Package tenant names who is calling: the principal an API key resolves
+// to, carried in a request's context from the API layer down to the
+// sandbox service, and the quota limits that principal's tenant is held to.
+package tenant
+
+import "context"
+
+// Default is the tenant of the daemon's bootstrap key, and of everything
+// created before tenants existed, so the single-key set-up needs no config.
+const Default = "default"
+
+// Limits bound what a tenant may hold at once. A zero field is unlimited.
+// The JSON names are the /v1/keys wire names.
+type Limits struct {
+	MaxSandboxes int   `json:"max_sandboxes,omitempty"`
+	MaxVCPUs     int   `json:"max_vcpus,omitempty"`
+	MaxMemoryMiB int64 `json:"max_memory_mib,omitempty"`
+	MaxTTLSecs   int64 `json:"max_ttl_secs,omitempty"`
+	MaxSpawnN    int   `json:"max_spawn_n,omitempty"`
+	MaxDiskMiB   int64 `json:"max_disk_mib,omitempty"`
+}
+
+// Principal is an authenticated caller: the key it presented and the tenant
+// that key belongs to.
+type Principal struct {
+	KeyID   string
+	KeyName string
+	Tenant  string
+	Admin   bool
+	Limits  Limits
+}
+
+type ctxKey struct{}
+
+// NewContext returns ctx carrying p.
+func NewContext(ctx context.Context, p Principal) context.Context {
+	return context.WithValue(ctx, ctxKey{}, p)
+}
+
+// FromContext returns the principal ctx carries, if any.
+func FromContext(ctx context.Context) (Principal, bool) {
+	p, ok := ctx.Value(ctxKey{}).(Principal)
+	return p, ok
+}
+
+// Of is the tenant ctx acts for: Default when no principal is attached
+// (internal calls: recovery, the reaper, the warm pool).
+func Of(ctx context.Context) string {
+	if p, ok := FromContext(ctx); ok && p.Tenant != "" {
+		return p.Tenant
+	}
+	return Default
+}
