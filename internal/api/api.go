@@ -290,6 +290,8 @@ func errStatus(err error) (int, string) {
 		return http.StatusTooManyRequests, apitype.CodeLimit
 	case errors.Is(err, sandbox.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, apitype.CodeTooLarge
+	case errors.Is(err, sandbox.ErrNoSpace):
+		return http.StatusInsufficientStorage, apitype.CodeNoSpace
 	case errors.Is(err, sandbox.ErrTimeout), errors.Is(err, context.DeadlineExceeded):
 		return http.StatusGatewayTimeout, apitype.CodeTimeout
 	case errors.Is(err, sandbox.ErrUnavailable):
@@ -317,6 +319,8 @@ func hint(err error) string {
 		return " (try again after Retry-After)"
 	case errors.Is(err, sandbox.ErrPaused):
 		return " (POST /v1/sandboxes/{id}/resume; or create it with auto_resume)"
+	case errors.Is(err, sandbox.ErrNoSpace):
+		return " (GET /v1/snapshots and /v1/templates list what takes space: DELETE what is no longer needed)"
 	}
 	return ""
 }

@@ -36,6 +36,8 @@ func (s *Server) explain(ctx context.Context, err error, sandboxID string) error
 		return fmt.Errorf("%v. Kill sandboxes you no longer need (list_sandboxes, then kill_sandbox), or see get_usage for the limits", err)
 	case errors.Is(err, client.ErrConflict):
 		return fmt.Errorf("%v. Choose another name, or remove what is in the way first", err)
+	case errors.Is(err, client.ErrNoSpace):
+		return fmt.Errorf("%v. The daemon's disk is full: ask the user to free space on its host (delete snapshots, templates or checkpoints no longer needed), then call again", err)
 	case errors.Is(err, client.ErrTooLarge):
 		return fmt.Errorf("%v. Split the data into smaller pieces", err)
 	case errors.Is(err, client.ErrBadRequest):

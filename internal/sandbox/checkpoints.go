@@ -74,18 +74,22 @@ func (sb *Sandbox) Checkpoint(ctx context.Context, name string) (CheckpointInfo,
 	if err := os.MkdirAll(root, 0o700); err != nil {
 		return CheckpointInfo{}, fmt.Errorf("checkpoint sandbox %s: %w", id, err)
 	}
+	// After the temp dir: a first checkpoint that failed leaves no empty
+	// root behind (one that holds checkpoints is not removed).
+	defer os.Remove(root)
 	tmp := filepath.Join(root, ".tmp-"+name+"-"+randhex.New(4))
 	defer os.RemoveAll(tmp)
 	pause, err := s.measurePause(ctx, b, func() error {
 		_, err := s.cfg.Runtime.Checkpoint(ctx, id, tmp, true)
 		return err
 	})
+	what := fmt.Sprintf("checkpoint %q of sandbox %s", name, id)
 	if err != nil {
-		return CheckpointInfo{}, fmt.Errorf("checkpoint sandbox %s: %w", id, err)
+		return CheckpointInfo{}, s.noSpace(fmt.Errorf("checkpoint sandbox %s: %w", id, err), what, "checkpoints")
 	}
 	dir := filepath.Join(root, name)
 	if err := os.Rename(tmp, dir); err != nil {
-		return CheckpointInfo{}, fmt.Errorf("checkpoint sandbox %s: %w", id, err)
+		return CheckpointInfo{}, s.noSpace(fmt.Errorf("checkpoint sandbox %s: %w", id, err), what, "checkpoints")
 	}
 	c := store.Checkpoint{SandboxID: id, Name: name, SizeBytes: diskUsage(dir), CreatedAt: time.Now()}
 	if err := s.cfg.Store.PutCheckpoint(ctx, c); err != nil {

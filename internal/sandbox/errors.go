@@ -25,6 +25,10 @@ var (
 	// ErrTooLarge reports a request over a size limit, such as an exec's
 	// stdin.
 	ErrTooLarge = errors.New("too large")
+	// ErrNoSpace reports a save (snapshot, branch, checkpoint, pause,
+	// template step) refused because the disk it goes to is full; nothing
+	// of it is kept.
+	ErrNoSpace = errors.New("insufficient storage")
 )
 
 // Refinements of the sentinels above, for the cases where a front end adds

@@ -172,7 +172,7 @@ func (s *Service) pauseClaimed(ctx context.Context, b *box) error {
 	}
 	if _, err := s.cfg.Runtime.Checkpoint(ctx, id, tmp, false); err != nil {
 		s.backToRunning(b)
-		return fmt.Errorf("pause sandbox %s: %w", id, err)
+		return s.noSpace(fmt.Errorf("pause sandbox %s: %w", id, err), "sandbox "+id, "paused sandboxes")
 	}
 	s.stop(ctx, b)
 	if err := os.RemoveAll(dir); err != nil {

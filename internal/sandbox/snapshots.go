@@ -291,14 +291,14 @@ func (s *Service) checkpoint(ctx context.Context, b *box, rec store.Snapshot, fi
 		pause = stopped
 	}
 	if err != nil {
-		return nil, 0, 0, fmt.Errorf("checkpoint sandbox %s: %w", b.rec.ID, err)
+		return nil, 0, 0, s.noSpace(fmt.Errorf("checkpoint sandbox %s: %w", b.rec.ID, err), fmt.Sprintf("snapshot %q", rec.Tag), "snapshots")
 	}
 	rec.SizeBytes = dirSize(tmp)
 	rec.CreatedAt = time.Now()
 	rec.RuntimeVersion = s.runtimeVersion
 	final := s.snapshotDir(rec.Tag)
 	if err := os.Rename(tmp, final); err != nil {
-		return nil, 0, 0, fmt.Errorf("save snapshot %s: %w", rec.Tag, err)
+		return nil, 0, 0, s.noSpace(fmt.Errorf("save snapshot %s: %w", rec.Tag, err), fmt.Sprintf("snapshot %q", rec.Tag), "snapshots")
 	}
 	if err := s.cfg.Store.PutSnapshot(ctx, rec); err != nil {
 		os.RemoveAll(final)

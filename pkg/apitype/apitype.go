@@ -58,6 +58,8 @@ const (
 	CodeGone         = "gone" // 410: the sandbox is dead
 	// CodeBadGateway (502): nothing answered on the sandbox's port.
 	CodeBadGateway = "bad_gateway"
+	// CodeNoSpace (507): the daemon's disk is full; nothing was saved.
+	CodeNoSpace = "insufficient_storage"
 )
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

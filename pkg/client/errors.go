@@ -54,11 +54,13 @@ var (
 	ErrGone = &Error{Status: http.StatusGone, Code: apitype.CodeGone, Message: "gone"}
 	// ErrBadGateway is a tunnel to a port nothing in the sandbox listens on.
 	ErrBadGateway = &Error{Status: http.StatusBadGateway, Code: apitype.CodeBadGateway, Message: "bad gateway"}
+	// ErrNoSpace is a save refused because the daemon's disk is full.
+	ErrNoSpace = &Error{Status: http.StatusInsufficientStorage, Code: apitype.CodeNoSpace, Message: "insufficient storage"}
 )
 
 // sentinels are the errors above, by the codes they stand for.
 var sentinels = []*Error{ErrBadRequest, ErrUnauthorized, ErrForbidden, ErrNotFound, ErrConflict,
-	ErrTooLarge, ErrLimit, ErrTimeout, ErrUnavailable, ErrGone, ErrBadGateway}
+	ErrTooLarge, ErrLimit, ErrTimeout, ErrUnavailable, ErrGone, ErrBadGateway, ErrNoSpace}
 
 // maxErrorBody bounds how much of an error body is read: enough for any
 // JSON error, little enough that a proxy's HTML page is harmless.

@@ -38,6 +38,7 @@ type Fake struct {
 	deafStart   map[int]bool // the sandbox starts but its agent never answers
 	dieStart    map[int]bool // the sandbox starts but exits before its agent answers
 	failRestore map[int]error
+	failCkpt    map[int]error // the checkpoint writes a partial image, then fails
 	version     string
 	hold        chan struct{} // when set, Start waits for it to close
 	holdDials   chan struct{} // when set, Dial waits for it to close
@@ -45,6 +46,7 @@ type Fake struct {
 	// What happened.
 	starts       int
 	restores     int
+	ckptCalls    int
 	specs        map[string]runtime.Spec
 	restoredFrom map[string]string   // id -> image dir
 	restoredReq  map[string][]string // id -> SandboxIDs passed to the agent's Restored
@@ -87,6 +89,7 @@ func New(t testing.TB) *Fake {
 		deafStart:    map[int]bool{},
 		dieStart:     map[int]bool{},
 		failRestore:  map[int]error{},
+		failCkpt:     map[int]error{},
 		specs:        map[string]runtime.Spec{},
 		restoredFrom: map[string]string{},
 		restoredReq:  map[string][]string{},
@@ -312,6 +315,10 @@ func (rt *Fake) Checkpoint(ctx context.Context, id, image string, leaveRunning b
 	if err := os.WriteFile(filepath.Join(image, "checkpoint.img"), []byte(id), 0o600); err != nil {
 		return 0, err
 	}
+	rt.ckptCalls++
+	if err := rt.failCkpt[rt.ckptCalls]; err != nil {
+		return 0, fmt.Errorf("fake: checkpoint %s: %w", id, err) // the sandbox runs on
+	}
 	rt.checkpoints = append(rt.checkpoints, Checkpoint{ID: id, Image: image, LeaveRunning: leaveRunning})
 	if !leaveRunning {
 		// The sandbox stops; its resources stay until Destroy.
@@ -500,6 +507,14 @@ func (rt *Fake) DieNthStart(n int) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.dieStart[rt.starts+n] = true
+}
+
+// FailNthCheckpoint makes the nth Checkpoint from now fail with err once
+// it has written part of its image, as a disk that fills up does.
+func (rt *Fake) FailNthCheckpoint(n int, err error) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.failCkpt[rt.ckptCalls+n] = err
 }
 
 // FailNthRestore makes the nth Restore from now fail with err.
