@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -13,6 +14,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 // TestTemplateFromRegistry builds a template FROM a registry reference: the
@@ -35,7 +37,26 @@ func TestTemplateFromRegistry(t *testing.T) {
 	dir := t.TempDir()
 	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM " + ref + "\nRUN echo built > /data/made\n"})
 	ti, progress, _ := templateCLI(t, d, "-t", tmpl, dir)
-	t.Cleanup(func() { d.c.DeleteTemplate(context.Background(), tmpl) })
+	// The template first, then the image it holds (the shared image
+	// directory keeps nothing of this test): Cleanup runs in reverse, so
+	// one function does both, in order.
+	t.Cleanup(func() {
+		ctx := context.Background()
+		if err := d.c.DeleteTemplate(ctx, tmpl); err != nil {
+			t.Errorf("delete template %s: %v", tmpl, err)
+		}
+		// By its name: that removes its versions and its current pointer.
+		img, err := d.c.GetImage(ctx, ti.Image)
+		if errors.Is(err, client.ErrNotFound) {
+			return
+		}
+		if err == nil {
+			_, err = d.c.DeleteImage(ctx, img.Name)
+		}
+		if err != nil {
+			t.Errorf("delete the pulled image %s: %v", ti.Image, err)
+		}
+	})
 	if ti.Base != ref {
 		t.Errorf("base %q, want %q\n%s", ti.Base, ref, progress)
 	}
@@ -43,7 +64,6 @@ func TestTemplateFromRegistry(t *testing.T) {
 	if err != nil || pulled.Source != "ref "+ref {
 		t.Errorf("the pulled image %q: %+v, %v", ti.Image, pulled, err)
 	}
-	t.Cleanup(func() { d.c.DeleteImage(context.Background(), pulled.Name) })
 	sb := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: tmpl})[0]
 	defer d.c.DeleteSandbox(ctx, sb.id)
 	if out := execOK(t, d, sb, "cat /data/made; test -e /data/gone || echo gone"); out != "built\ngone\n" {

@@ -12,6 +12,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -282,8 +283,9 @@ func TestTemplateBuildErrors(t *testing.T) {
 }
 
 // TestTemplateBuildKilled: a daemon killed with SIGKILL while a build runs
-// a step leaves, once restarted, no template, no builder sandbox, no step
-// cache and nothing on the host.
+// a step, and again while it saves one, leaves, once restarted, no
+// template, no builder sandbox, no step cache, no half snapshot and
+// nothing on the host (waitNoLeaks).
 func TestTemplateBuildKilled(t *testing.T) {
 	d, err := startDaemon(filepath.Join(suite.tmp, "template-killed"))
 	if err != nil {
@@ -295,46 +297,56 @@ func TestTemplateBuildKilled(t *testing.T) {
 		d.stop()
 		waitResources(t, d.stateDir(), base)
 	}()
-	dir := t.TempDir()
-	writeFiles(t, dir, map[string]string{"Dockerfile": "FROM cove:default\nRUN echo a > /a\nRUN sleep 600\n"})
-	running := make(chan struct{})
-	done := make(chan error, 1)
-	go func() {
-		_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: "killed", Context: contextTar(t, dir)}, func(ev apitype.TemplateBuildEvent) {
-			if ev.Step != nil && strings.Contains(ev.Step.Text, "sleep") {
-				close(running)
+	saving := writing(filepath.Join(d.stateDir(), "snapshots"))
+	for _, tc := range []struct {
+		name, dockerfile, step string
+		at                     func() bool // once the step has begun
+	}{
+		{"killed-run", "FROM cove:default\nRUN echo a > /a\nRUN sleep 600\n", "sleep",
+			func() bool { time.Sleep(time.Second); return true }}, // the step runs
+		{"killed-save", "FROM cove:default\nRUN echo a > /a\nRUN echo b > /b\n", "echo a", saving},
+	} {
+		dir := t.TempDir()
+		writeFiles(t, dir, map[string]string{"Dockerfile": tc.dockerfile})
+		begun := make(chan struct{})
+		done := make(chan int, 1)
+		go func() {
+			once := sync.OnceFunc(func() { close(begun) })
+			_, err := d.c.BuildTemplate(ctx, client.TemplateBuild{Name: tc.name, Context: contextTar(t, dir)}, func(ev apitype.TemplateBuildEvent) {
+				if ev.Step != nil && strings.Contains(ev.Step.Text, tc.step) {
+					once()
+				}
+			})
+			status := 0 // no answer: the daemon died
+			if err == nil {
+				status = 200
 			}
-		})
-		done <- err
-	}()
-	select {
-	case <-running:
-	case err := <-done:
-		t.Fatalf("the build ended before its last step: %v\n%s", err, d.logTail())
-	case <-time.After(10 * time.Minute):
-		t.Fatalf("the build did not reach its last step\n%s", d.logTail())
-	}
-	time.Sleep(time.Second) // the step runs
-	d.kill9()
-	<-done
-	if err := d.start(); err != nil {
-		t.Fatal(err)
-	}
-	// The template's recovery runs once the service's has.
-	deadline := time.Now().Add(2 * time.Minute)
-	for {
-		list, _ := d.c.ListSandboxes(ctx)
-		ents, _ := os.ReadDir(filepath.Join(d.stateDir(), "snapshots"))
-		if len(list) == 0 && len(ents) == 0 {
-			break
+			done <- status
+		}()
+		select {
+		case <-begun:
+		case <-done:
+			t.Fatalf("%s: the build ended before its step %q\n%s", tc.name, tc.step, d.logTail())
+		case <-time.After(10 * time.Minute):
+			t.Fatalf("%s: the build did not reach its step %q\n%s", tc.name, tc.step, d.logTail())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("after the restart: sandboxes %+v and snapshot directories %v left\n%s", list, ents, d.logTail())
+		killWhen(t, d, tc.name, tc.at, done)
+		if err := d.start(); err != nil {
+			t.Fatal(err)
 		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	if tis, err := d.c.ListTemplates(ctx); err != nil || len(tis) != 0 {
-		t.Errorf("after the restart: templates %+v, %v; want none", tis, err)
+		waitNoLeaks(t, d, leakCheck{})
+		if tis, err := d.c.ListTemplates(ctx); err != nil || len(tis) != 0 {
+			t.Errorf("%s: after the restart: templates %+v, %v; want none", tc.name, tis, err)
+		}
+		if sns, _ := d.c.ListSnapshots(ctx); len(sns) != 0 {
+			t.Errorf("%s: after the restart: snapshots %+v; want none", tc.name, sns)
+		}
+		if ents, _ := os.ReadDir(filepath.Join(d.stateDir(), "snapshots")); len(ents) != 0 {
+			t.Errorf("%s: after the restart the snapshot directory holds %v", tc.name, ents)
+		}
+		if list, _ := d.c.ListSandboxes(ctx); len(list) != 0 {
+			t.Errorf("%s: after the restart: sandboxes %+v; want none", tc.name, list)
+		}
 	}
 }
 
