@@ -96,7 +96,14 @@ func run(m *testing.M) int {
 		d.stop()
 		return 1
 	}
+	images := imageEntries()
 	code := m.Run()
+	if left := newImageEntries(images); len(left) > 0 {
+		// The image directory is shared with every other run: a test
+		// removes what it imported or pulled.
+		fmt.Fprintf(os.Stderr, "e2e: FAIL: the suite left %v in %s\n", left, suite.imageDir)
+		code = 1
+	}
 	if code != 0 {
 		// What the daemon warned of is often the cause; CI shows only
 		// the end of the output.
@@ -107,6 +114,27 @@ func run(m *testing.M) int {
 		code = 1
 	}
 	return code
+}
+
+// imageEntries are the names in the image directory.
+func imageEntries() map[string]bool {
+	ents, _ := os.ReadDir(suite.imageDir)
+	names := map[string]bool{}
+	for _, e := range ents {
+		names[e.Name()] = true
+	}
+	return names
+}
+
+// newImageEntries lists the names in the image directory that before lacks.
+func newImageEntries(before map[string]bool) []string {
+	var out []string
+	for name := range imageEntries() {
+		if !before[name] {
+			out = append(out, name)
+		}
+	}
+	return out
 }
 
 func imageDir() string {
