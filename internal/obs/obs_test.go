@@ -47,7 +47,7 @@ func TestObserveRequest(t *testing.T) {
 		SandboxStates: func() map[SandboxKey]int {
 			return map[SandboxKey]int{{"running", "default"}: 2, {"paused", "default"}: 1, {"running", "acme"}: 4}
 		},
-		PoolSizes:     func() map[string]int { return map[string]int{"default": 3} },
+		PoolSizes: func() map[string]int { return map[string]int{"default": 3} },
 	})
 	m.ObserveRequest("POST /v1/sandboxes", "", 201, "", 2*time.Second)
 	m.ObserveRequest("POST /v1/sandboxes", "spawn", 201, "", time.Second)

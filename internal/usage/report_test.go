@@ -101,7 +101,7 @@ func TestAggregate(t *testing.T) {
 		{SandboxID: "sb-a", Template: "py", At: at(90), Execs: 3, BytesIn: 100, BytesOut: 10},
 		{SandboxID: "sb-a", Template: "py", At: at(250), Execs: 1},
 		{SandboxID: "sb-b", Template: "py", At: at(60), Execs: 2, BytesIn: 5},
-		{SandboxID: "sb-b", Template: "py", At: at(400), Execs: 50}, // after the range
+		{SandboxID: "sb-b", Template: "py", At: at(400), Execs: 50},          // after the range
 		{SandboxID: "sb-c", Template: "default-0001", At: at(-10), Execs: 7}, // before it
 	}
 	from, to, now := at(0), at(300), at(500)
