@@ -49,7 +49,7 @@ func TestMetricsObservability(t *testing.T) {
 	}{
 		{`cove_operation_duration_seconds_count\{op="create"\} (\S+)`, 1},
 		{`cove_operation_duration_seconds_count\{op="exec"\} (\S+)`, 1},
-		{`cove_sandboxes\{state="running"\} (\S+)`, 1},
+		{`cove_sandboxes\{state="running",tenant="default"\} (\S+)`, 1},
 		{`cove_http_requests_total\{route="POST /v1/sandboxes",status="201"\} (\S+)`, 1},
 	} {
 		mt := regexp.MustCompile(want.re).FindStringSubmatch(m)

@@ -29,6 +29,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
 	"github.com/cove-sandbox/cove/internal/template"
+	"github.com/cove-sandbox/cove/internal/usage"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -173,10 +174,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 	if _, _, err := images.Resolve(f.defaultImage); err != nil {
 		log.Warn("default image not found: sandboxes cannot start until it is built (cove image build)", "image", f.defaultImage, "dir", f.imageDir, "err", err)
 	}
+	usageMeter, stopMeter := startMeter(ctx, st, rt, log)
+	defer stopMeter() // after the service's Close, before the store's
 	svc := sandbox.New(sandbox.Config{
 		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
 		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep, Network: network,
+		Meter: usageMeter,
 	})
 	// Recover reads the records and checks the sandboxes in the
 	// background: the API serves at once, and the default snapshot is
@@ -202,7 +206,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 			log.Warn("template recovery", "err", err)
 		}
 	})
-	return serveHTTP(ctx, f, state, key, svc, tm, be, presets, log)
+	return serveHTTP(ctx, f, state, key, svc, usageMeter, tm, be, presets, log)
 }
 
 // newTemplates is the daemon's template builder. A FROM naming a
@@ -215,7 +219,7 @@ func newTemplates(f serveFlags, svc *sandbox.Service, st *store.Store, state str
 
 // serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and
 // preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
-func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, usageMeter *usage.Meter, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
 	audit, err := openAudit(f.auditLog, state)
 	if err != nil {
@@ -262,6 +266,7 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		Version: version, Logger: log,
 	})
 	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(), Audit: audit,
+		Usage:   usageMeter,
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort,
 		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage, MaxBytes: f.maxImportMiB << 20}})
 	newServer := func(handler http.Handler) *http.Server {

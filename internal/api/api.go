@@ -66,6 +66,10 @@ type Config struct {
 	Metrics *obs.Metrics
 	// ReadUsage reads a sandbox's cgroup figures (nil: cgroup.ReadUsage).
 	ReadUsage func(id string) (cgroup.Usage, error)
+	// Usage, if set, serves GET /v1/usage and names sandboxes' tenants
+	// in /metrics (usage.go); UsageQuotas completes its answers.
+	Usage       UsageReporter
+	UsageQuotas UsageQuotas
 }
 
 // Server is the REST API.
@@ -142,6 +146,7 @@ func (s *Server) routes() {
 	s.imageRoutes(m)
 	s.pauseRoutes(m)
 	s.sandboxMetricsRoutes(m)
+	s.usageRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))

@@ -447,7 +447,7 @@ func TestSandboxLifecycle(t *testing.T) {
 
 	// Metrics.
 	mb := s.call(t, "GET", "/metrics", "", nil, http.StatusOK, nil)
-	for _, line := range []string{`cove_sandboxes{state="running"} 2` + "\n", "cove_sandboxes_created_total 2\n", "cove_execs_total 2\n", "# TYPE cove_sandboxes gauge\n"} {
+	for _, line := range []string{`cove_sandboxes{state="running",tenant="default"} 2` + "\n", "cove_sandboxes_created_total 2\n", "cove_execs_total 2\n", "# TYPE cove_sandboxes gauge\n"} {
 		if !bytes.Contains(mb, []byte(line)) {
 			t.Errorf("metrics lack %q:\n%s", line, mb)
 		}
@@ -463,7 +463,7 @@ func TestSandboxLifecycle(t *testing.T) {
 		t.Errorf("runtime holds %v, want [%s]", ids, created[1].ID)
 	}
 	mb = s.call(t, "GET", "/metrics", "", nil, http.StatusOK, nil)
-	if !bytes.Contains(mb, []byte(`cove_sandboxes{state="running"} 1`+"\n")) {
+	if !bytes.Contains(mb, []byte(`cove_sandboxes{state="running",tenant="default"} 1`+"\n")) {
 		t.Errorf("metrics after delete:\n%s", mb)
 	}
 }

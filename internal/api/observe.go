@@ -124,10 +124,10 @@ func (s *Server) metricsHandler(w http.ResponseWriter, r *http.Request) {
 // gauges reads the service's figures for each scrape.
 func (s *Server) gauges() obs.Gauges {
 	return obs.Gauges{
-		SandboxStates: func() map[string]int {
-			out := map[string]int{}
+		SandboxStates: func() map[obs.SandboxKey]int {
+			out := map[obs.SandboxKey]int{}
 			for _, i := range s.svc.List() {
-				out[i.Status]++
+				out[obs.SandboxKey{State: i.Status, Tenant: s.tenantOf(i.ID)}]++
 			}
 			return out
 		},

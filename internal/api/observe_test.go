@@ -33,7 +33,7 @@ func TestMetricsRegistry(t *testing.T) {
 		`cove_operation_duration_seconds_count{op="create"} 1`,
 		`cove_operation_duration_seconds_count{op="spawn"} 1`,
 		`cove_operation_duration_seconds_count{op="exec"} 1`,
-		`cove_sandboxes{state="running"} 3`,
+		`cove_sandboxes{state="running",tenant="default"} 3`,
 		`cove_agent_rtt_seconds_count 1`,
 		`cove_http_requests_total{route="POST /v1/sandboxes",status="201"} 2`,
 		`cove_http_requests_total{route="GET /v1/sandboxes/{id}",status="404"} 1`,

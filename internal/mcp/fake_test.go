@@ -30,6 +30,9 @@ type fakeAPI struct {
 	deleteGate chan struct{}
 	// network is what Info says of the network.
 	network apitype.NetworkInfo
+	// usage answers Usage (usage_test.go); nil: 404, as a daemon that
+	// meters nothing.
+	usage func(client.UsageQuery) (apitype.Usage, error)
 	// The last create and branch requests, and the user of the last put.
 	lastCreate  apitype.CreateSandboxRequest
 	lastBranch  apitype.BranchRequest

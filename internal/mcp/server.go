@@ -63,6 +63,8 @@ type API interface {
 	ResumeSandbox(ctx context.Context, id string, ttlSecs int64) (apitype.SandboxInfo, error)
 	Checkpoint(ctx context.Context, id, token, name string) (apitype.CheckpointInfo, error)
 	Rollback(ctx context.Context, id, token, name string) (apitype.SandboxInfo, error)
+
+	Usage(ctx context.Context, q client.UsageQuery) (apitype.Usage, error)
 }
 
 // Config configures a Server.

@@ -2,6 +2,7 @@ package mcp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -9,6 +10,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 func (s *Server) pingSandbox(ctx context.Context, req *sdk.CallToolRequest, in DataRef) (*sdk.CallToolResult, apitype.PingResponse, error) {
@@ -29,12 +31,20 @@ type usageOut struct {
 	RemainingSandboxes int       `json:"remaining_sandboxes" jsonschema:"how many more can be created now"`
 	Limits             Limits    `json:"limits"`
 	SessionSandboxes   []Sandbox `json:"session_sandboxes" jsonschema:"the live sandboxes whose tokens this session holds"`
+	// Metered is absent from a daemon that meters no usage.
+	Metered *apitype.Usage `json:"metered,omitempty" jsonschema:"the tenant's metered use in the range (sandbox_seconds, vcpu_seconds, gib_seconds, bytes_in, bytes_out, execs) in total, by template and by sandbox, with its quota, in_use and remaining, as GET /v1/usage answers"`
+}
+
+type usageIn struct {
+	From   string `json:"from,omitempty" jsonschema:"start of the range, RFC 3339 or unix seconds; default the start of this UTC month"`
+	To     string `json:"to,omitempty" jsonschema:"end of the range, RFC 3339 or unix seconds; default now"`
+	Tenant string `json:"tenant,omitempty" jsonschema:"another tenant's usage (admin keys only); default the caller's"`
 }
 
 // Limits are the daemon's bounds on one request.
 type Limits = apitype.Limits
 
-func (s *Server) getUsage(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, usageOut, error) {
+func (s *Server) getUsage(ctx context.Context, req *sdk.CallToolRequest, in usageIn) (*sdk.CallToolResult, usageOut, error) {
 	info, err := s.api.Info(ctx)
 	if err != nil {
 		return nil, usageOut{}, s.explain(ctx, err, "")
@@ -58,6 +68,21 @@ func (s *Server) getUsage(ctx context.Context, req *sdk.CallToolRequest, _ struc
 	sort.Slice(out.SessionSandboxes, func(i, j int) bool {
 		return out.SessionSandboxes[i].CreatedAtUnix < out.SessionSandboxes[j].CreatedAtUnix
 	})
+	u, err := s.api.Usage(ctx, client.UsageQuery{From: in.From, To: in.To, Tenant: in.Tenant})
+	switch {
+	case err == nil:
+		// Never null: the output schema says arrays.
+		if u.ByTemplate == nil {
+			u.ByTemplate = []apitype.TemplateUsage{}
+		}
+		if u.BySandbox == nil {
+			u.BySandbox = []apitype.SandboxUsage{}
+		}
+		out.Metered = &u
+	case errors.Is(err, client.ErrNotFound) && in.Tenant == "": // a daemon that meters nothing
+	default:
+		return nil, usageOut{}, s.explain(ctx, err, "")
+	}
 	return nil, out, nil
 }
 

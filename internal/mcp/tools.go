@@ -149,7 +149,7 @@ func (s *Server) addTools() {
 		"Get a URL that reaches a server listening on a port inside a sandbox, such as a dev server to show the user. Start the server first, in the background and listening on 0.0.0.0 (not 127.0.0.1): exec_command background=true with e.g. `python3 -m http.server 8000 --bind 0.0.0.0`, then read_process_output until it says it serves. Returns url and token: send the token in the X-Cove-Preview-Token header (curl -H), or open browser_url, which carries it, in a browser. public=true needs no token. Calling it again returns the same token; the URL dies with the sandbox. A port nothing listens on answers 502.",
 		hints{idempotent: true}), s.exposePort)
 	add(srv, tool("get_usage", "Get usage and remaining quota",
-		"Show how many sandboxes are alive against the daemon's limit, how many more can be made, the per-sandbox limits, and the sandboxes this session made with their expiry.",
+		"Show how many sandboxes are alive against the daemon's limit, how many more can be made, the per-sandbox limits, the sandboxes this session made with their expiry, and (metered) the tenant's use over a range (from, to; default this UTC month): sandbox_seconds, vcpu_seconds, gib_seconds, bytes_in, bytes_out and execs in total, by template and by sandbox, with its quota and what remains of it.",
 		readOnly()), s.getUsage)
 	add(srv, tool("get_service_info", "Get service info",
 		"Show the cove daemon's version, isolation backend and why it was chosen, default image, network (what sandboxes may reach, the preset policies) and limits (lifetime, CPUs, memory, sandboxes, batch size).",

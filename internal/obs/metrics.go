@@ -14,12 +14,16 @@ import (
 )
 
 // Gauges is what the daemon reads at each scrape: sandboxes by state and
-// warm pool sizes by snapshot tag. Read at scrape time, not kept in step,
-// so the figures cannot drift from the service's own.
+// tenant, and warm pool sizes by snapshot tag. Read at scrape time, not
+// kept in step, so the figures cannot drift from the service's own.
 type Gauges struct {
-	SandboxStates func() map[string]int
+	SandboxStates func() map[SandboxKey]int
 	PoolSizes     func() map[string]int
 }
+
+// SandboxKey is the labels of the sandbox gauge: tenants, never sandbox
+// ids, so its cardinality stays bounded.
+type SandboxKey struct{ State, Tenant string }
 
 // Metrics is the daemon's registry and the instruments the API feeds. It
 // is owned by the daemon (no global registry), one per API server.
@@ -137,7 +141,7 @@ func statusLabel(status int) string {
 type gaugeCollector struct{ g Gauges }
 
 var (
-	sandboxesDesc = prometheus.NewDesc("cove_sandboxes", "Sandboxes the daemon holds, by state.", []string{"state"}, nil)
+	sandboxesDesc = prometheus.NewDesc("cove_sandboxes", "Sandboxes the daemon holds, by state and tenant.", []string{"state", "tenant"}, nil)
 	poolDesc      = prometheus.NewDesc("cove_pool_ready", "Warm sandboxes ready in a snapshot's pool.", []string{"snapshot"}, nil)
 )
 
@@ -148,8 +152,8 @@ func (c *gaugeCollector) Describe(ch chan<- *prometheus.Desc) {
 
 func (c *gaugeCollector) Collect(ch chan<- prometheus.Metric) {
 	if c.g.SandboxStates != nil {
-		for state, n := range c.g.SandboxStates() {
-			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), state)
+		for k, n := range c.g.SandboxStates() {
+			ch <- prometheus.MustNewConstMetric(sandboxesDesc, prometheus.GaugeValue, float64(n), k.State, k.Tenant)
 		}
 	}
 	if c.g.PoolSizes != nil {

@@ -44,8 +44,10 @@ func find(t *testing.T, m *Metrics, name string, want map[string]string) *dto.Me
 
 func TestObserveRequest(t *testing.T) {
 	m := NewMetrics(Gauges{
-		SandboxStates: func() map[string]int { return map[string]int{"running": 2, "paused": 1} },
-		PoolSizes:     func() map[string]int { return map[string]int{"default": 3} },
+		SandboxStates: func() map[SandboxKey]int {
+			return map[SandboxKey]int{{"running", "default"}: 2, {"paused", "default"}: 1, {"running", "acme"}: 4}
+		},
+		PoolSizes: func() map[string]int { return map[string]int{"default": 3} },
 	})
 	m.ObserveRequest("POST /v1/sandboxes", "", 201, "", 2*time.Second)
 	m.ObserveRequest("POST /v1/sandboxes", "spawn", 201, "", time.Second)
@@ -66,8 +68,9 @@ func TestObserveRequest(t *testing.T) {
 		{"cove_http_errors_total", map[string]string{"route": "unmatched", "code": "unknown"}, counter, 1},
 		{"cove_http_request_duration_seconds", map[string]string{"route": "POST /v1/sandboxes"}, hcount, 2},
 		{"cove_agent_rtt_seconds", nil, hcount, 1},
-		{"cove_sandboxes", map[string]string{"state": "running"}, gauge, 2},
-		{"cove_sandboxes", map[string]string{"state": "paused"}, gauge, 1},
+		{"cove_sandboxes", map[string]string{"state": "running", "tenant": "default"}, gauge, 2},
+		{"cove_sandboxes", map[string]string{"state": "paused", "tenant": "default"}, gauge, 1},
+		{"cove_sandboxes", map[string]string{"state": "running", "tenant": "acme"}, gauge, 4},
 		{"cove_pool_ready", map[string]string{"snapshot": "default"}, gauge, 3},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -166,6 +167,7 @@ func (sb *Sandbox) Rollback(ctx context.Context, name string) (Info, error) {
 		return Info{}, fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
 	}
 	s.watch(b)
+	s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))
 	s.log.Info("sandbox rolled back", "id", id, "checkpoint", name, "elapsed", time.Since(t0).Round(time.Millisecond))
 	return b.info(), nil
 }

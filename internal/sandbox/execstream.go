@@ -61,5 +61,6 @@ func (sb *Sandbox) execStart(ctx context.Context, req ExecRequest) (*agentproto.
 		return nil, preq, err
 	}
 	sb.s.stats.Execs.Add(1)
+	sb.s.cfg.Meter.Exec(sb.b.rec.ID)
 	return a, preq, nil
 }

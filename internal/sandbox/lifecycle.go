@@ -3,6 +3,7 @@ package sandbox
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
@@ -45,6 +46,9 @@ func (s *Service) Recover(ctx context.Context) error {
 		return err
 	}
 	p := s.plan(recs, deaths, ports, ids)
+	if err := s.cfg.Meter.Adopt(ctx, boxIDs(p.check), boxIDs(p.paused, p.release)); err != nil {
+		return fmt.Errorf("adopt the usage intervals an earlier daemon left open: %w", err)
+	}
 	if err := s.recoverSaved(ctx); err != nil {
 		return err
 	}
@@ -61,6 +65,17 @@ func (s *Service) Recover(ctx context.Context) error {
 		s.fillPools(s.bg)
 	}()
 	return nil
+}
+
+// boxIDs are the ids of the boxes in lists.
+func boxIDs(lists ...[]*box) []string {
+	var out []string
+	for _, l := range lists {
+		for _, b := range l {
+			out = append(out, b.rec.ID)
+		}
+	}
+	return out
 }
 
 // Recovered is closed once Recover's checks and clean-ups are done.

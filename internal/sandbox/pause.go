@@ -15,6 +15,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -206,6 +207,7 @@ func (s *Service) pauseClaimed(ctx context.Context, b *box) error {
 // Its watch sees a status that is not running and ends without a verdict,
 // which stop waits for, so that it never judges the sandbox's next life.
 func (s *Service) stop(ctx context.Context, b *box) {
+	s.cfg.Meter.Stopped(ctx, b.rec.ID)
 	b.mu.Lock()
 	if b.agent != nil {
 		b.agent.Close()
@@ -313,6 +315,7 @@ func (s *Service) resume(ctx context.Context, b *box, ttl time.Duration) error {
 		return fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
 	}
 	s.watch(b)
+	s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))
 	if err := os.RemoveAll(s.pausedDir(id)); err != nil {
 		s.log.Warn("remove a resumed sandbox's saved state", "id", id, "err", err)
 	}

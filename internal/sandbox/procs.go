@@ -129,6 +129,7 @@ func (sb *Sandbox) StartProcess(ctx context.Context, req ProcessRequest) (Proces
 	if err != nil {
 		return ProcessInfo{}, err
 	}
+	sb.s.cfg.Meter.Exec(sb.b.rec.ID)
 	info, err := a.ProcStart(ctx, preq)
 	if err != nil {
 		return ProcessInfo{}, sb.procErr(err)

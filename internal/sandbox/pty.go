@@ -70,6 +70,7 @@ func (sb *Sandbox) OpenTerminal(ctx context.Context, req TerminalRequest) (*Term
 	if err != nil {
 		return nil, err
 	}
+	sb.s.cfg.Meter.Exec(sb.b.rec.ID)
 	p, err := a.OpenPTY(ctx, preq)
 	if err != nil {
 		return nil, sb.fail(err)

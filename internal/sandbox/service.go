@@ -115,6 +115,9 @@ type Config struct {
 	// PausedDir holds a paused sandbox's saved state, CheckpointDir its
 	// named checkpoints, one directory per sandbox; "": beside SnapshotDir.
 	PausedDir, CheckpointDir string
+	// Meter is told when sandboxes start and stop running (meter.go); nil
+	// meters nothing.
+	Meter Meter
 }
 
 // Service manages sandboxes.
@@ -257,6 +260,9 @@ func New(cfg Config) *Service {
 	}
 	if cfg.PoolRetry == 0 {
 		cfg.PoolRetry = 5 * time.Second
+	}
+	if cfg.Meter == nil {
+		cfg.Meter = noMeter{}
 	}
 	if cfg.DeadKeep == 0 {
 		cfg.DeadKeep = 10 * time.Minute
@@ -430,6 +436,7 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 	if err := s.cfg.Store.DeleteSandbox(ctx, id); err != nil {
 		return err
 	}
+	s.cfg.Meter.Gone(id)
 	s.stats.Destroyed.Add(1)
 	s.kickPool() // a pool may have waited for its memory
 	s.log.Info("sandbox destroyed", "id", id)
@@ -439,6 +446,7 @@ func (s *Service) destroy(ctx context.Context, b *box) error {
 // teardown has the runtime let go of everything it holds for b, once: a
 // dead sandbox's went when it died.
 func (s *Service) teardown(ctx context.Context, b *box) error {
+	s.cfg.Meter.Stopped(ctx, b.rec.ID) // while the runtime still holds its link
 	b.teardownMu.Lock()
 	defer b.teardownMu.Unlock()
 	if b.released {

@@ -12,6 +12,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -236,6 +237,9 @@ func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error
 		sn.rec.Pending = false
 	}
 	s.mu.Unlock()
+	for _, b := range boxes {
+		s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))
+	}
 	// A sandbox whose process ended before it was live was left to us by
 	// its watch.
 	for _, b := range boxes {
