@@ -284,6 +284,10 @@ func (m *Meter) Report(ctx context.Context, tenantName string, from, to time.Tim
 	if err != nil {
 		return apitype.Usage{}, err
 	}
+	now := m.cfg.Now()
+	// Execs not yet flushed happened within the last flush interval: a
+	// range reaching into it counts them, so a report is current.
+	current := !to.Before(now.Add(-m.cfg.FlushInterval))
 	running := map[string]bool{}
 	var in apitype.UsageInUse
 	m.mu.Lock()
@@ -295,9 +299,13 @@ func (m *Meter) Report(ctx context.Context, tenantName string, from, to time.Tim
 		in.Sandboxes++
 		in.VCPUs += r.iv.VCPUs
 		in.MemoryMiB += int64(r.iv.MemoryMiB)
+		if current && r.execs > 0 {
+			counts = append(counts, store.UsageCount{IntervalID: r.iv.ID, SandboxID: id, Tenant: r.iv.Tenant,
+				Template: r.iv.Template, Execs: r.execs, At: to.Add(-time.Nanosecond)})
+		}
 	}
 	m.mu.Unlock()
-	u := Aggregate(ivs, counts, from, to, m.cfg.Now(), running)
+	u := Aggregate(ivs, counts, from, to, now, running)
 	u.Tenant, u.InUse = tenantName, in
 	return u, nil
 }
