@@ -3,22 +3,20 @@
 // sandbox service, and the quota limits that principal's tenant is held to.
 package tenant
 
-import "context"
+import (
+	"context"
+
+	"github.com/cove-sandbox/cove/pkg/apitype"
+)
 
 // Default is the tenant of the daemon's bootstrap key, and of everything
 // created before tenants existed, so the single-key set-up needs no config.
 const Default = "default"
 
-// Limits bound what a tenant may hold at once. A zero field is unlimited.
-// The JSON names are the /v1/keys wire names.
-type Limits struct {
-	MaxSandboxes int   `json:"max_sandboxes,omitempty"`
-	MaxVCPUs     int   `json:"max_vcpus,omitempty"`
-	MaxMemoryMiB int64 `json:"max_memory_mib,omitempty"`
-	MaxTTLSecs   int64 `json:"max_ttl_secs,omitempty"`
-	MaxSpawnN    int   `json:"max_spawn_n,omitempty"`
-	MaxDiskMiB   int64 `json:"max_disk_mib,omitempty"`
-}
+// Limits bound what a tenant may hold at once; a zero field is unlimited.
+// They are the wire type /v1/keys and /v1/usage carry, so one definition
+// serves the quota check and its report.
+type Limits = apitype.UsageQuota
 
 // Principal is an authenticated caller: the key it presented and the tenant
 // that key belongs to.

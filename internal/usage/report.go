@@ -145,8 +145,7 @@ func Aggregate(ivs []store.UsageInterval, counts []store.UsageCount, from, to, n
 
 // WithQuota fills in u's quota from l and what it leaves beside u.InUse.
 func WithQuota(u *apitype.Usage, l tenant.Limits) {
-	u.Quota = apitype.UsageQuota{MaxSandboxes: l.MaxSandboxes, MaxVCPUs: l.MaxVCPUs, MaxMemoryMiB: l.MaxMemoryMiB,
-		MaxTTLSecs: l.MaxTTLSecs, MaxSpawnN: l.MaxSpawnN, MaxDiskMiB: l.MaxDiskMiB}
+	u.Quota = l
 	in := u.InUse
 	u.Remaining = apitype.UsageRemaining{}
 	if l.MaxSandboxes > 0 {
