@@ -8,7 +8,6 @@ import (
 	"path/filepath"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -242,18 +241,9 @@ func (v stateView) hostLeaks(state string, lc leakCheck) []string {
 		ids := anyID.FindAllString(s, -1)
 		return len(ids) > 0 && slices.ContainsFunc(ids, func(id string) bool { return v.running[id] })
 	}
-	procs, _ := os.ReadDir("/proc")
-	for _, p := range procs {
-		if _, err := strconv.Atoi(p.Name()); err != nil {
-			continue
-		}
-		b, err := os.ReadFile(filepath.Join("/proc", p.Name(), "cmdline"))
-		if err != nil || len(b) == 0 {
-			continue
-		}
-		cmdline := string(b)
-		if isBackendProc(strings.Split(cmdline, "\x00")) && strings.Contains(cmdline, state) && !owned(cmdline) {
-			out = append(out, fmt.Sprintf("process %s: %s", p.Name(), strings.ReplaceAll(cmdline, "\x00", " ")))
+	for pid, args := range backendProcs(state) {
+		if cmdline := strings.Join(args, " "); !owned(cmdline) {
+			out = append(out, fmt.Sprintf("process %s: %s", pid, cmdline))
 		}
 	}
 	for _, m := range sandboxMounts(state) {

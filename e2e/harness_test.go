@@ -426,9 +426,10 @@ type resources struct {
 	EmptyCgroups int
 }
 
-func countResources(t *testing.T, stateDir string) resources {
-	t.Helper()
-	var r resources
+// backendProcs are the runtime processes (runsc, QEMU) whose command line
+// names stateDir: their arguments by pid.
+func backendProcs(stateDir string) map[string][]string {
+	out := map[string][]string{}
 	procs, _ := os.ReadDir("/proc")
 	for _, p := range procs {
 		if _, err := strconv.Atoi(p.Name()); err != nil {
@@ -440,9 +441,16 @@ func countResources(t *testing.T, stateDir string) resources {
 		}
 		args := strings.Split(string(cmdline), "\x00")
 		if isBackendProc(args) && bytes.Contains(cmdline, []byte(stateDir)) {
-			r.RunscProcs++
+			out[p.Name()] = args
 		}
 	}
+	return out
+}
+
+func countResources(t *testing.T, stateDir string) resources {
+	t.Helper()
+	var r resources
+	r.RunscProcs = len(backendProcs(stateDir))
 	r.Mounts = len(sandboxMounts(stateDir))
 	ents, _ := os.ReadDir(filepath.Join(stateDir, "sandboxes"))
 	for _, e := range ents {
