@@ -150,6 +150,12 @@ func (sb *Sandbox) Rollback(ctx context.Context, name string) (Info, error) {
 	b.ckptMu.Lock()
 	defer b.ckptMu.Unlock()
 	t0 := time.Now()
+	// Recorded, so that a daemon killed from here on finds a rollback left
+	// half done (Recover), not a sandbox to re-attach to.
+	if err := s.cfg.Store.SetStatus(ctx, id, StatusResuming); err != nil {
+		s.backTo(b, StatusRunning)
+		return Info{}, fmt.Errorf("roll sandbox %s back: %w", id, err)
+	}
 	s.stop(ctx, b)
 	if err := s.restoreInPlace(ctx, b, filepath.Join(s.checkpointRoot(id), name)); err != nil {
 		s.backTo(b, StatusRunning)
@@ -165,6 +171,9 @@ func (sb *Sandbox) Rollback(ctx context.Context, name string) (Info, error) {
 	if !live { // deleted meanwhile, maybe before this restore: let it go again
 		s.stop(ctx, b)
 		return Info{}, fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
+	}
+	if err := s.cfg.Store.SetStatus(ctx, id, StatusRunning); err != nil {
+		s.log.Warn("record a rolled-back sandbox running; a restart finds it dead", "id", id, "err", err)
 	}
 	s.watch(b)
 	s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))

@@ -92,10 +92,13 @@ type recovery struct {
 	release []*box   // dead, still listed: let go of what may be left
 	orphans []string // held by the runtime, without a record
 	paused  []*box   // recorded paused: let go of a resume left half done
+	// recorded mid-rollback: what the runtime holds is a restore the
+	// earlier daemon did not finish, whose agent was never fixed up
+	halted []*box
 }
 
 func (p recovery) len() int {
-	return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) + len(p.paused)
+	return len(p.check) + len(p.destroy) + len(p.release) + len(p.orphans) + len(p.paused) + len(p.halted)
 }
 
 // plan sorts the records an earlier daemon left, and the runtime's
@@ -126,6 +129,11 @@ func (s *Service) plan(recs []store.Sandbox, deaths map[string]store.Death, port
 			b.checking = true
 			s.boxes[rec.ID] = b
 			p.paused = append(p.paused, b)
+		case rec.Status == StatusResuming && rec.Backend == s.cfg.Runtime.Name():
+			b.rec.Status = StatusRunning // for markDeadWith
+			b.checking = true
+			s.boxes[rec.ID] = b
+			p.halted = append(p.halted, b)
 		case rec.Status == StatusRunning && (now.Before(rec.ExpiresAt) || rec.OnExpiry == apitype.OnExpiryPause) && rec.Backend == s.cfg.Runtime.Name():
 			// One whose lifetime ended while no daemon ran, and which is
 			// to be paused then, is paused once it is re-attached.
@@ -181,6 +189,12 @@ func (s *Service) reconcile(ctx context.Context, p recovery) {
 	}
 	for _, b := range p.paused {
 		run(func() { s.settlePaused(ctx, b) })
+	}
+	for _, b := range p.halted {
+		run(func() {
+			s.markDeadWith(b, store.Death{Reason: apitype.DeadExited, At: time.Now(),
+				Detail: "the daemon stopped during a rollback; create a sandbox and roll back anew"})
+		})
 	}
 	for _, id := range p.orphans {
 		run(func() {

@@ -57,6 +57,7 @@ func TestRecover(t *testing.T) {
 	put("sb-expired00000", StatusRunning, "fake", now.Add(-time.Second), true)
 	put("sb-otherbackend", StatusRunning, "qemu", now.Add(time.Hour), false)
 	put("sb-gone00000000", StatusRunning, "fake", now.Add(time.Hour), false) // runtime holds nothing
+	put("sb-rollback0000", StatusResuming, "fake", now.Add(time.Hour), true) // a rollback under way
 	e.rt.Boot(t, "sb-orphan000000")                                          // runtime only
 
 	e.restart(t)
@@ -67,7 +68,8 @@ func TestRecover(t *testing.T) {
 	for _, i := range e.svc.List() {
 		status[i.ID] = i.Status + "/" + i.DeadReason
 	}
-	want := map[string]string{alive.ID: "running/", lost.ID: "dead/unreachable", "sb-gone00000000": "dead/exited"}
+	want := map[string]string{alive.ID: "running/", lost.ID: "dead/unreachable", "sb-gone00000000": "dead/exited",
+		"sb-rollback0000": "dead/exited"}
 	if !maps.Equal(status, want) {
 		t.Errorf("List after recover = %v, want %v", status, want)
 	}
