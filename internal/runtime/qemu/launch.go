@@ -203,15 +203,17 @@ func (l *launch) newMemory(ctx context.Context) error {
 // linkMemory maps a golden snapshot's RAM file privately into its clone,
 // through a hard link in the VM's own directory: QEMU (maybe unprivileged)
 // needs no way into the snapshot directory, and the clone keeps its RAM
-// image if the snapshot is deleted under it. A branch's RAM is in its
-// stream: the clone's is anonymous.
+// image if the snapshot is deleted under it. Where no link can be made
+// (snapshots on another filesystem) the clone gets a sparse copy, never
+// the snapshot's own path. A branch's RAM is in its stream: the clone's
+// is anonymous.
 func (l *launch) linkMemory(ctx context.Context) error {
 	if l.ss.MemInStream {
 		return nil
 	}
 	l.st.MemPath, l.st.MemShared = l.dir.mem(), false
-	if err := os.Link(l.snap.mem(), l.st.MemPath); err != nil {
-		l.st.MemPath = l.snap.mem()
+	if err := fsutil.LinkOrCopy(ctx, l.snap.mem(), l.st.MemPath); err != nil {
+		return fmt.Errorf("qemu: the clone's RAM file: %w", err)
 	}
 	if err := l.r.chown(l.st.MemPath); err != nil {
 		return fmt.Errorf("qemu: %w", err)
