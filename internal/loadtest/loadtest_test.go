@@ -70,17 +70,24 @@ func TestRunBoundedByOps(t *testing.T) {
 
 func TestRunCoversTheMix(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		mix  Mix
+		name             string
+		mix              Mix
+		clients, maxLive int
 	}{
-		{"default", DefaultMix()},
-		{"rare branch", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 100, OpFiles: 100, OpBranch: 1, OpKill: 1}},
-		{"no create", Mix{OpSpawn: 1, OpExec: 1, OpBranch: 1, OpKill: 1}},
+		{"default", DefaultMix(), 0, 0},
+		{"rare branch", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 100, OpFiles: 100, OpBranch: 1, OpKill: 1}, 0, 0},
+		{"no create", Mix{OpSpawn: 1, OpExec: 1, OpBranch: 1, OpKill: 1}, 0, 0},
+		// Others hold the places the scripted branch needs: it waits in
+		// the script rather than turning into a kill.
+		{"crowded", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 1, OpFiles: 1, OpBranch: 1, OpKill: 1}, 4, 4},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, url := startFake(t)
 			o := Defaults()
 			o.Clients, o.Ops, o.Duration, o.Mix = 1, len(coverScript(tc.mix)), 0, tc.mix
+			if tc.clients > 0 {
+				o.Clients, o.Ops, o.MaxSandboxes = tc.clients, 4*tc.clients*len(coverScript(tc.mix)), tc.maxLive
+			}
 			rep, err := Run(context.Background(), url, "key", o, &bytes.Buffer{}, &bytes.Buffer{})
 			if err != nil {
 				t.Fatal(err)

@@ -86,13 +86,23 @@ func (w *worker) loop(ctx, stop context.Context) {
 // sandbox when the worker holds none makes one; an op making a sandbox
 // when the worker holds its share, or the run its cap, is a kill. A
 // making op returned has its place under the cap taken.
+// A scripted op waits for a place rather than turning into a kill, and
+// one that cannot run yet stays first in the script.
 func (w *worker) choose(stop context.Context) (string, bool) {
-	var op string
-	if len(w.script) > 0 {
-		op, w.script = w.script[0], w.script[1:]
-	} else {
-		op = w.ops[sortSearch(w.cum, w.rng.IntN(w.cum[len(w.cum)-1]))]
+	if len(w.script) == 0 {
+		return w.fit(stop, w.ops[sortSearch(w.cum, w.rng.IntN(w.cum[len(w.cum)-1]))], false)
 	}
+	want := w.script[0]
+	op, ok := w.fit(stop, want, true)
+	if op == want {
+		w.script = w.script[1:]
+	}
+	return op, ok
+}
+
+// fit makes op one that can run now (see choose); wait makes a making op
+// wait for a place under the run's cap even while the worker holds one.
+func (w *worker) fit(stop context.Context, op string, wait bool) (string, bool) {
 	if op != OpCreate && op != OpSpawn && len(w.sbs) == 0 {
 		op = OpSpawn
 		if w.r.o.Mix[OpSpawn] == 0 {
@@ -109,7 +119,7 @@ func (w *worker) choose(stop context.Context) (string, bool) {
 		if w.r.acquire() {
 			return op, true
 		}
-		if len(w.sbs) > 0 {
+		if len(w.sbs) > 0 && !wait {
 			return OpKill, true
 		}
 		// Others hold every place; one frees soon.
