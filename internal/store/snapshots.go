@@ -34,6 +34,8 @@ type Snapshot struct {
 	// for none given.
 	NetworkJSON string
 	Meta        // labels and default user its sandboxes inherit
+	// Tenant owns the snapshot; "" is written as the default tenant.
+	Tenant string
 }
 
 const snapshotSchema = `
@@ -67,11 +69,11 @@ var snapshotMigrations = []string{
 func (s *Store) PutSnapshot(ctx context.Context, sn Snapshot) error {
 	_, err := s.db.ExecContext(ctx, `INSERT INTO snapshots
 		(tag, parent, branched_from, depth, backend, image, cpus, memory_mib, pool_size, size_bytes, created_at,
-		runtime_version, token_hash, pending, disk_mib, pids, open_files, network, labels, user, env, cwd)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		runtime_version, token_hash, pending, disk_mib, pids, open_files, network, labels, user, env, cwd, tenant)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		sn.Tag, sn.Parent, sn.BranchedFrom, sn.Depth, sn.Backend, sn.Image, sn.CPUs, sn.MemoryMiB,
 		sn.PoolSize, sn.SizeBytes, sn.CreatedAt.UnixMilli(), sn.RuntimeVersion, sn.TokenHash, sn.Pending,
-		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.NetworkJSON, sn.LabelsJSON, sn.User, sn.EnvJSON, sn.Cwd)
+		sn.DiskMiB, sn.Pids, sn.OpenFiles, sn.NetworkJSON, sn.LabelsJSON, sn.User, sn.EnvJSON, sn.Cwd, tenantOrDefault(sn.Tenant))
 	if err != nil {
 		return fmt.Errorf("store: put snapshot %s: %w", sn.Tag, err)
 	}
@@ -90,7 +92,7 @@ func (s *Store) DeleteSnapshot(ctx context.Context, tag string) error {
 func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT tag, parent, branched_from, depth, backend, image, cpus,
 		memory_mib, pool_size, size_bytes, created_at, runtime_version, token_hash, pending, disk_mib, pids, open_files, network,
-		labels, user, env, cwd FROM snapshots ORDER BY created_at, tag`)
+		labels, user, env, cwd, tenant FROM snapshots ORDER BY created_at, tag`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list snapshots: %w", err)
 	}
@@ -102,7 +104,7 @@ func (s *Store) Snapshots(ctx context.Context) ([]Snapshot, error) {
 		if err := rows.Scan(&sn.Tag, &sn.Parent, &sn.BranchedFrom, &sn.Depth, &sn.Backend, &sn.Image,
 			&sn.CPUs, &sn.MemoryMiB, &sn.PoolSize, &sn.SizeBytes, &created, &sn.RuntimeVersion,
 			&sn.TokenHash, &sn.Pending, &sn.DiskMiB, &sn.Pids, &sn.OpenFiles, &sn.NetworkJSON,
-			&sn.LabelsJSON, &sn.User, &sn.EnvJSON, &sn.Cwd); err != nil {
+			&sn.LabelsJSON, &sn.User, &sn.EnvJSON, &sn.Cwd, &sn.Tenant); err != nil {
 			return nil, fmt.Errorf("store: scan snapshot: %w", err)
 		}
 		sn.CreatedAt = time.UnixMilli(created)

@@ -43,6 +43,8 @@ type Sandbox struct {
 	NetworkJSON string
 	Meta        // labels and default user
 	Lifecycle   // pause and expiry policy, and a paused one's state
+	// Tenant owns the sandbox; "" is written as the default tenant.
+	Tenant string
 }
 
 const schema = `
@@ -94,7 +96,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
-	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations, metaMigrations, lifecycleMigrations) {
+	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations, metaMigrations, lifecycleMigrations, tenantMigrations) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)
@@ -161,19 +163,20 @@ func putSandbox(ctx context.Context, db execer, sb Sandbox) error {
 	_, err := db.ExecContext(ctx, `INSERT INTO sandboxes
 		(id, status, backend, image, snapshot_tag, cpus, memory_mib, token_hash, created_at, expires_at,
 		 disk_mib, pids, open_files, network, labels, user, env, cwd,
-		 auto_resume, on_expiry, paused_at, paused_left_ms, paused_bytes)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+		 auto_resume, on_expiry, paused_at, paused_left_ms, paused_bytes, tenant)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (id) DO UPDATE SET status = excluded.status, backend = excluded.backend, image = excluded.image,
 		 snapshot_tag = excluded.snapshot_tag, cpus = excluded.cpus, memory_mib = excluded.memory_mib,
 		 token_hash = excluded.token_hash, created_at = excluded.created_at, expires_at = excluded.expires_at,
 		 disk_mib = excluded.disk_mib, pids = excluded.pids, open_files = excluded.open_files, network = excluded.network,
 		 labels = excluded.labels, user = excluded.user, env = excluded.env, cwd = excluded.cwd,
 		 auto_resume = excluded.auto_resume, on_expiry = excluded.on_expiry, paused_at = excluded.paused_at,
-		 paused_left_ms = excluded.paused_left_ms, paused_bytes = excluded.paused_bytes`,
+		 paused_left_ms = excluded.paused_left_ms, paused_bytes = excluded.paused_bytes, tenant = excluded.tenant`,
 		sb.ID, sb.Status, sb.Backend, sb.Image, sb.SnapshotTag, sb.CPUs, sb.MemoryMiB, sb.TokenHash,
 		sb.CreatedAt.UnixMilli(), sb.ExpiresAt.UnixMilli(), sb.DiskMiB, sb.Pids, sb.OpenFiles, sb.NetworkJSON,
 		sb.LabelsJSON, sb.User, sb.EnvJSON, sb.Cwd,
-		sb.AutoResume, sb.OnExpiry, unixMilliOrZero(sb.PausedAt), sb.PausedLeft.Milliseconds(), sb.PausedBytes)
+		sb.AutoResume, sb.OnExpiry, unixMilliOrZero(sb.PausedAt), sb.PausedLeft.Milliseconds(), sb.PausedBytes,
+		tenantOrDefault(sb.Tenant))
 	if err != nil {
 		return fmt.Errorf("store: put sandbox %s: %w", sb.ID, err)
 	}
@@ -213,7 +216,7 @@ func (s *Store) DeleteSandbox(ctx context.Context, id string) error {
 func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 	rows, err := s.db.QueryContext(ctx, `SELECT id, status, backend, image, snapshot_tag, cpus, memory_mib,
 		token_hash, created_at, expires_at, disk_mib, pids, open_files, network, labels, user, env, cwd,
-		auto_resume, on_expiry, paused_at, paused_left_ms, paused_bytes FROM sandboxes ORDER BY created_at, id`)
+		auto_resume, on_expiry, paused_at, paused_left_ms, paused_bytes, tenant FROM sandboxes ORDER BY created_at, id`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list sandboxes: %w", err)
 	}
@@ -225,7 +228,7 @@ func (s *Store) Sandboxes(ctx context.Context) ([]Sandbox, error) {
 		if err := rows.Scan(&sb.ID, &sb.Status, &sb.Backend, &sb.Image, &sb.SnapshotTag, &sb.CPUs,
 			&sb.MemoryMiB, &sb.TokenHash, &created, &expires, &sb.DiskMiB, &sb.Pids, &sb.OpenFiles, &sb.NetworkJSON,
 			&sb.LabelsJSON, &sb.User, &sb.EnvJSON, &sb.Cwd,
-			&sb.AutoResume, &sb.OnExpiry, &pausedAt, &pausedLeft, &sb.PausedBytes); err != nil {
+			&sb.AutoResume, &sb.OnExpiry, &pausedAt, &pausedLeft, &sb.PausedBytes, &sb.Tenant); err != nil {
 			return nil, fmt.Errorf("store: scan sandbox: %w", err)
 		}
 		sb.CreatedAt = time.UnixMilli(created)

@@ -19,7 +19,7 @@ func TestSandboxRoundTrip(t *testing.T) {
 	now := time.UnixMilli(time.Now().UnixMilli())
 	want := Sandbox{ID: "sb-1", Status: "running", Backend: "gvisor", Image: "default-abc", CPUs: 1,
 		MemoryMiB: 512, Limits: Limits{DiskMiB: 2048, Pids: 1024, OpenFiles: 4096}, TokenHash: "h",
-		CreatedAt: now, ExpiresAt: now.Add(time.Minute), NetworkJSON: `{"allow_cidrs":["192.0.2.0/24"]}`}
+		CreatedAt: now, ExpiresAt: now.Add(time.Minute), NetworkJSON: `{"allow_cidrs":["192.0.2.0/24"]}`, Tenant: "acme"}
 	if err := s.PutSandbox(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -71,7 +71,7 @@ func TestSnapshotRoundTrip(t *testing.T) {
 	want := Snapshot{Tag: "t1", Parent: "base", BranchedFrom: "sb-1", Depth: 2, Backend: "gvisor", Image: "img",
 		CPUs: 1, MemoryMiB: 512, Limits: Limits{DiskMiB: 512, Pids: 256, OpenFiles: 1024}, PoolSize: 2,
 		SizeBytes: 1 << 20, CreatedAt: time.UnixMilli(time.Now().UnixMilli()),
-		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true, NetworkJSON: `{"allow_domains":["example.org"]}`}
+		RuntimeVersion: "runsc version x", TokenHash: "h", Pending: true, NetworkJSON: `{"allow_domains":["example.org"]}`, Tenant: "acme"}
 	if err := s.PutSnapshot(ctx, want); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +106,9 @@ func TestMigrate(t *testing.T) {
 		`ALTER TABLE snapshots DROP COLUMN disk_mib`, `ALTER TABLE snapshots DROP COLUMN pids`, `ALTER TABLE snapshots DROP COLUMN open_files`,
 		`ALTER TABLE sandboxes DROP COLUMN disk_mib`, `ALTER TABLE sandboxes DROP COLUMN pids`, `ALTER TABLE sandboxes DROP COLUMN open_files`,
 		`ALTER TABLE sandboxes DROP COLUMN network`, `ALTER TABLE snapshots DROP COLUMN network`, `DROP TABLE ports`,
+		`ALTER TABLE sandboxes DROP COLUMN tenant`, `ALTER TABLE snapshots DROP COLUMN tenant`, `ALTER TABLE templates DROP COLUMN tenant`,
+		`INSERT INTO templates (name, base, image, digest, key, steps, build_ms, created_at)
+			VALUES ('oldt', 'b', 'img', 'd', 'k', '[]', 0, 0)`,
 		`INSERT INTO sandboxes (id, status, backend, image, cpus, memory_mib, token_hash, created_at, expires_at)
 			VALUES ('old', 'running', 'gvisor', 'img', 1, 512, 'h', 0, 0)`,
 	} {
@@ -127,8 +130,16 @@ func TestMigrate(t *testing.T) {
 		t.Fatalf("Snapshots = %+v, %v", got, err)
 	}
 	sbs, err := s.Sandboxes(ctx)
-	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) || sbs[0].NetworkJSON != "" {
+	if err != nil || len(sbs) != 1 || sbs[0].ID != "old" || sbs[0].Limits != (Limits{}) || sbs[0].NetworkJSON != "" ||
+		sbs[0].Tenant != "default" {
 		t.Fatalf("Sandboxes = %+v, %v", sbs, err)
+	}
+	// Everything made before tenants is the default tenant's.
+	if tm, ok, err := s.GetTemplate(ctx, "oldt"); err != nil || !ok || tm.Tenant != "default" {
+		t.Fatalf("GetTemplate(oldt) = %+v, %v, %v", tm, ok, err)
+	}
+	if got[0].Tenant != "default" {
+		t.Fatalf("a snapshot written without a tenant is %q's", got[0].Tenant)
 	}
 }
 

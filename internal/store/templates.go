@@ -20,6 +20,8 @@ type Template struct {
 	StepsJSON string
 	BuildTime time.Duration
 	CreatedAt time.Time
+	// Tenant owns the template; "" is written as the default tenant.
+	Tenant string
 }
 
 const templateSchema = `
@@ -38,8 +40,9 @@ CREATE TABLE IF NOT EXISTS templates (
 // PutTemplate inserts or replaces a template record.
 func (s *Store) PutTemplate(ctx context.Context, t Template) error {
 	_, err := s.db.ExecContext(ctx, `INSERT OR REPLACE INTO templates
-		(name, base, image, digest, key, steps, build_ms, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)`,
-		t.Name, t.Base, t.Image, t.Digest, t.Key, t.StepsJSON, t.BuildTime.Milliseconds(), t.CreatedAt.UnixMilli())
+		(name, base, image, digest, key, steps, build_ms, created_at, tenant) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		t.Name, t.Base, t.Image, t.Digest, t.Key, t.StepsJSON, t.BuildTime.Milliseconds(), t.CreatedAt.UnixMilli(),
+		tenantOrDefault(t.Tenant))
 	if err != nil {
 		return fmt.Errorf("store: put template %s: %w", t.Name, err)
 	}
@@ -56,7 +59,7 @@ func (s *Store) DeleteTemplate(ctx context.Context, name string) error {
 
 // Templates returns every template record by name.
 func (s *Store) Templates(ctx context.Context) ([]Template, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT name, base, image, digest, key, steps, build_ms, created_at
+	rows, err := s.db.QueryContext(ctx, `SELECT name, base, image, digest, key, steps, build_ms, created_at, tenant
 		FROM templates ORDER BY name`)
 	if err != nil {
 		return nil, fmt.Errorf("store: list templates: %w", err)
@@ -66,7 +69,7 @@ func (s *Store) Templates(ctx context.Context) ([]Template, error) {
 	for rows.Next() {
 		var t Template
 		var ms, created int64
-		if err := rows.Scan(&t.Name, &t.Base, &t.Image, &t.Digest, &t.Key, &t.StepsJSON, &ms, &created); err != nil {
+		if err := rows.Scan(&t.Name, &t.Base, &t.Image, &t.Digest, &t.Key, &t.StepsJSON, &ms, &created, &t.Tenant); err != nil {
 			return nil, fmt.Errorf("store: scan template: %w", err)
 		}
 		t.BuildTime, t.CreatedAt = time.Duration(ms)*time.Millisecond, time.UnixMilli(created)
@@ -78,8 +81,8 @@ func (s *Store) Templates(ctx context.Context) ([]Template, error) {
 // GetTemplate returns one template record; ok is false when there is none.
 func (s *Store) GetTemplate(ctx context.Context, name string) (t Template, ok bool, err error) {
 	var ms, created int64
-	err = s.db.QueryRowContext(ctx, `SELECT name, base, image, digest, key, steps, build_ms, created_at
-		FROM templates WHERE name = ?`, name).Scan(&t.Name, &t.Base, &t.Image, &t.Digest, &t.Key, &t.StepsJSON, &ms, &created)
+	err = s.db.QueryRowContext(ctx, `SELECT name, base, image, digest, key, steps, build_ms, created_at, tenant
+		FROM templates WHERE name = ?`, name).Scan(&t.Name, &t.Base, &t.Image, &t.Digest, &t.Key, &t.StepsJSON, &ms, &created, &t.Tenant)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Template{}, false, nil
 	}
