@@ -304,7 +304,7 @@ func TestErrors(t *testing.T) {
 	if n := s.svc.Count(); n != 2 {
 		t.Errorf("%d sandboxes live, want 2", n)
 	}
-	if n := len(s.svc.Snapshots()); n != 2 {
+	if n := len(s.svc.Snapshots(context.Background())); n != 2 {
 		t.Errorf("%d snapshots, want 2", n)
 	}
 }

@@ -130,7 +130,7 @@ func (s *Server) listSandboxes(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
-	info, err := s.svc.Get(r.PathValue("id"))
+	info, err := s.svc.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

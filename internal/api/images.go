@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -201,12 +202,13 @@ func (s *Server) deleteImage(w http.ResponseWriter, r *http.Request) {
 // imageInUse refuses ids that a sandbox runs from or a snapshot was taken
 // of: deleting the files under them would break their next start.
 func (s *Server) imageInUse(ids []string) error {
-	for _, sb := range s.svc.List() {
+	// Images are the daemon's, whoever's sandboxes run on them.
+	for _, sb := range s.svc.List(context.Background()) {
 		if slices.Contains(ids, sb.Image) {
 			return fmt.Errorf("%w: image %s is in use by sandbox %s: kill it first", sandbox.ErrConflict, sb.Image, sb.ID)
 		}
 	}
-	for _, sn := range s.svc.Snapshots() {
+	for _, sn := range s.svc.Snapshots(context.Background()) {
 		if slices.Contains(ids, sn.Image) {
 			return fmt.Errorf("%w: image %s is in use by snapshot %q: delete it first", sandbox.ErrConflict, sn.Image, sn.Tag)
 		}

@@ -13,7 +13,7 @@ func (s *Server) listLabeled(r *http.Request) ([]sandbox.Info, error) {
 	if err != nil {
 		return nil, err
 	}
-	infos := s.svc.List()
+	infos := s.svc.List(r.Context())
 	if len(filter) == 0 {
 		return infos, nil
 	}

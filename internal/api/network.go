@@ -102,7 +102,7 @@ func (s *Server) exposePort(w http.ResponseWriter, r *http.Request, sb *sandbox.
 }
 
 func (s *Server) listPorts(w http.ResponseWriter, r *http.Request, sb *sandbox.Sandbox) {
-	info, err := s.svc.Get(sb.ID())
+	info, err := s.svc.Get(r.Context(), sb.ID())
 	if err != nil {
 		s.fail(w, r, err)
 		return

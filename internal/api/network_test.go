@@ -158,7 +158,7 @@ func TestNetworkErrors(t *testing.T) {
 	if n := s.svc.Count(); n != 2 {
 		t.Errorf("%d sandboxes live, want 2", n)
 	}
-	if n := len(s.svc.Snapshots()); n != 0 {
+	if n := len(s.svc.Snapshots(context.Background())); n != 0 {
 		t.Errorf("%d snapshots, want none", n)
 	}
 	var got apitype.SandboxInfo
@@ -397,7 +397,7 @@ func TestSnapshotBuildStream(t *testing.T) {
 			t.Errorf("a failed warm: %s", b)
 		}
 	}
-	if _, err := s.svc.Snapshot("s2"); err == nil {
+	if _, err := s.svc.Snapshot(context.Background(), "s2"); err == nil {
 		t.Error("a failed build left a snapshot")
 	}
 }

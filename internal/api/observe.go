@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"crypto/subtle"
 	"net/http"
 	"strings"
@@ -126,14 +127,14 @@ func (s *Server) gauges() obs.Gauges {
 	return obs.Gauges{
 		SandboxStates: func() map[obs.SandboxKey]int {
 			out := map[obs.SandboxKey]int{}
-			for _, i := range s.svc.List() {
+			for _, i := range s.svc.List(context.Background()) {
 				out[obs.SandboxKey{State: i.Status, Tenant: s.tenantOf(i.ID)}]++
 			}
 			return out
 		},
 		PoolSizes: func() map[string]int {
 			out := map[string]int{}
-			for _, sn := range s.svc.Snapshots() {
+			for _, sn := range s.svc.Snapshots(context.Background()) {
 				out[sn.Tag] = sn.PoolReady
 			}
 			return out

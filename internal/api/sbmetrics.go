@@ -14,7 +14,7 @@ func (s *Server) sandboxMetricsRoutes(m *http.ServeMux) {
 }
 
 func (s *Server) sandboxMetrics(w http.ResponseWriter, r *http.Request) {
-	info, err := s.svc.Get(r.PathValue("id"))
+	info, err := s.svc.Get(r.Context(), r.PathValue("id"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -53,7 +53,7 @@ func (s *Server) createSnapshot(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
-	infos := s.svc.Snapshots()
+	infos := s.svc.Snapshots(r.Context())
 	out := make([]apitype.SnapshotInfo, len(infos))
 	for i, info := range infos {
 		out[i] = snapshotInfo(info)
@@ -62,7 +62,7 @@ func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
-	info, err := s.svc.Snapshot(r.PathValue("tag"))
+	info, err := s.svc.Snapshot(r.Context(), r.PathValue("tag"))
 	if err != nil {
 		s.fail(w, r, err)
 		return

@@ -11,7 +11,6 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/store"
-	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
@@ -60,6 +59,9 @@ func (sb *Sandbox) Checkpoint(ctx context.Context, name string) (CheckpointInfo,
 		name = "cp-" + time.Now().UTC().Format("20060102-150405") + "-" + randhex.New(2)
 	}
 	if err := validCheckpointName(name); err != nil {
+		return CheckpointInfo{}, err
+	}
+	if err := s.checkDiskQuota(ctx, b.owner(), fmt.Sprintf("checkpoint %q", name)); err != nil {
 		return CheckpointInfo{}, err
 	}
 	b.ckptMu.Lock()
@@ -176,7 +178,7 @@ func (sb *Sandbox) Rollback(ctx context.Context, name string) (Info, error) {
 		s.log.Warn("record a rolled-back sandbox running; a restart finds it dead", "id", id, "err", err)
 	}
 	s.watch(b)
-	s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))
+	s.cfg.Meter.Started(ctx, meterRun(b, b.owner()))
 	s.log.Info("sandbox rolled back", "id", id, "checkpoint", name, "elapsed", time.Since(t0).Round(time.Millisecond))
 	return b.info(), nil
 }

@@ -139,8 +139,8 @@ type Sandbox struct {
 }
 
 // Open checks a sandbox's token and returns a handle for data-plane calls.
-func (s *Service) Open(id, token string) (*Sandbox, error) {
-	b, err := s.lookup(id)
+func (s *Service) Open(ctx context.Context, id, token string) (*Sandbox, error) {
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"io"
 	"strings"
 	"testing"
@@ -27,7 +28,7 @@ func TestOpen(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			sb, err := e.svc.Open(tc.id, tc.token)
+			sb, err := e.svc.Open(context.Background(), tc.id, tc.token)
 			if tc.want == nil {
 				if err != nil || sb.ID() != tc.id {
 					t.Fatalf("Open = %v, %v", sb, err)

@@ -18,7 +18,7 @@ func (e *testEnv) waitStatus(t *testing.T, id, status, reason string) Info {
 	var got Info
 	waitFor(t, "sandbox "+id+" to be "+status, func() bool {
 		var err error
-		got, err = e.svc.Get(id)
+		got, err = e.svc.Get(context.Background(), id)
 		return err == nil && got.Status == status && got.DeadReason == reason
 	})
 	return got
@@ -54,13 +54,13 @@ func TestDeadSandbox(t *testing.T) {
 				t.Errorf("Count = %d, want 0: a dead sandbox holds no slot", n)
 			}
 			other := e.createOne(t, CreateOptions{}) // the limit is 1
-			if got := ids(e.svc.List()); !slices.Equal(got, ids([]Info{info, other})) {
+			if got := ids(e.svc.List(context.Background())); !slices.Equal(got, ids([]Info{info, other})) {
 				t.Errorf("List = %v, want the dead one and the new one", got)
 			}
 
 			// Calls answer at once that it died, and why; a handle opened
 			// before does too.
-			_, err := e.svc.Open(info.ID, info.Token)
+			_, err := e.svc.Open(context.Background(), info.ID, info.Token)
 			wantErr(t, err, ErrDead)
 			if !strings.Contains(err.Error(), tc.reason) {
 				t.Errorf("error %q does not say %s", err, tc.reason)
@@ -71,7 +71,7 @@ func TestDeadSandbox(t *testing.T) {
 			wantErr(t, err, ErrDead)
 			_, err = sb.Branch(ctx, BranchOptions{})
 			wantErr(t, err, ErrDead)
-			_, err = e.svc.Open(info.ID, "wrong")
+			_, err = e.svc.Open(context.Background(), info.ID, "wrong")
 			wantErr(t, err, ErrForbidden) // the token comes first
 			if n := e.svc.Stats().Died.Load(); n != 1 {
 				t.Errorf("Stats().Died = %d, want 1", n)
@@ -81,7 +81,7 @@ func TestDeadSandbox(t *testing.T) {
 			if err := e.svc.Delete(ctx, info.ID); err != nil {
 				t.Fatal(err)
 			}
-			_, err = e.svc.Get(info.ID)
+			_, err = e.svc.Get(context.Background(), info.ID)
 			wantErr(t, err, ErrNotFound)
 			if slices.Contains(e.rows(t), info.ID) {
 				t.Error("the dead sandbox's record outlived its deletion")
@@ -112,7 +112,7 @@ func TestDeadSandboxReaped(t *testing.T) {
 	e.rt.Kill(info.ID, runtime.Exit{})
 	e.waitStatus(t, info.ID, StatusDead, apitype.DeadExited)
 	waitFor(t, "the dead sandbox to be forgotten", func() bool {
-		_, err := e.svc.Get(info.ID)
+		_, err := e.svc.Get(context.Background(), info.ID)
 		return errors.Is(err, ErrNotFound) && !slices.Contains(e.rows(t), info.ID)
 	})
 	if n := e.svc.Stats().Expired.Load(); n != 0 {
@@ -130,7 +130,7 @@ func TestDeadSandboxSurvivesRestart(t *testing.T) {
 	if !after.DiedAt.Equal(before.DiedAt.Truncate(time.Millisecond)) {
 		t.Errorf("time of death %v after a restart, was %v", after.DiedAt, before.DiedAt)
 	}
-	_, err := e.svc.Open(info.ID, info.Token)
+	_, err := e.svc.Open(context.Background(), info.ID, info.Token)
 	wantErr(t, err, ErrDead)
 }
 
@@ -167,12 +167,12 @@ func TestRecoverInParallel(t *testing.T) {
 		t.Errorf("Recovering = %d, want %d", n, len(infos))
 	}
 	for _, info := range infos {
-		got, err := e.svc.Get(info.ID)
+		got, err := e.svc.Get(context.Background(), info.ID)
 		if err != nil || got.Status != StatusRunning {
 			t.Errorf("Get(%s) while checked = %+v, %v; want it listed as running", info.ID, got, err)
 		}
 	}
-	_, err := e.svc.Open(infos[0].ID, infos[0].Token)
+	_, err := e.svc.Open(context.Background(), infos[0].ID, infos[0].Token)
 	wantErr(t, err, ErrRetry)
 	wantErr(t, err, ErrUnavailable)
 	// A sandbox found dead meanwhile is not held up by the others.
@@ -209,7 +209,7 @@ func TestDeadWithoutWatch(t *testing.T) {
 func TestDeadInPool(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PoolMemoryMiB = 1024 })
 	e.build(t, BuildOptions{Tag: "base", PoolSize: 1})
-	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot("base"); return s.PoolReady == 1 })
+	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot(context.Background(), "base"); return s.PoolReady == 1 })
 	pooled := e.rt.IDs()[0]
 	e.rt.Kill(pooled, runtime.Exit{})
 	// It leaves its pool and the runtime, and is never handed out.
@@ -221,7 +221,7 @@ func TestDeadInPool(t *testing.T) {
 	if kid.ID == pooled || kid.Status != StatusRunning {
 		t.Errorf("spawned %+v from a pool whose sandbox %s died", kid, pooled)
 	}
-	if _, err := e.svc.Get(pooled); !errors.Is(err, ErrNotFound) {
+	if _, err := e.svc.Get(context.Background(), pooled); !errors.Is(err, ErrNotFound) {
 		t.Errorf("a pooled sandbox that died is listed: %v", err)
 	}
 }

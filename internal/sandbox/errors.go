@@ -29,6 +29,9 @@ var (
 	// template step) refused because the disk it goes to is full; nothing
 	// of it is kept.
 	ErrNoSpace = errors.New("insufficient storage")
+	// ErrQuota reports a request refused because it would take its
+	// tenant past one of its quotas (quota.go); nothing of it is made.
+	ErrQuota = errors.New("quota exceeded")
 )
 
 // Refinements of the sentinels above, for the cases where a front end adds

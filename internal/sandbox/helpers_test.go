@@ -140,7 +140,7 @@ func (e *testEnv) createOne(t *testing.T, o CreateOptions) Info {
 // open opens a sandbox for data-plane calls.
 func (e *testEnv) open(t *testing.T, id, token string) *Sandbox {
 	t.Helper()
-	sb, err := e.svc.Open(id, token)
+	sb, err := e.svc.Open(context.Background(), id, token)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", id, err)
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"fmt"
 	"maps"
 	"strings"
@@ -121,7 +122,7 @@ func TestMetaInheritance(t *testing.T) {
 		t.Errorf("refused branches checkpointed: %d, then %d", checkpoints, n)
 	}
 	e.restart(t)
-	if got, err := e.svc.Get(kept.ID); err != nil || got.Labels["team"] != "a" || got.User != "nobody" {
+	if got, err := e.svc.Get(context.Background(), kept.ID); err != nil || got.Labels["team"] != "a" || got.User != "nobody" {
 		t.Errorf("after a restart: %+v, %v", got, err)
 	}
 }
@@ -131,7 +132,7 @@ func TestMetaInheritance(t *testing.T) {
 func TestMetaFromPool(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PoolMemoryMiB = 2 * testLimits.DefaultMemoryMiB })
 	e.build(t, BuildOptions{Tag: "warm", PoolSize: 1})
-	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot("warm"); return s.PoolReady == 1 })
+	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot(context.Background(), "warm"); return s.PoolReady == 1 })
 	info := e.createOne(t, CreateOptions{SnapshotTag: "warm", Labels: map[string]string{"from": "pool"}, User: "nobody"})
 	if n := e.svc.Stats().PoolHits.Load(); n != 1 {
 		t.Fatalf("pool hits %d, want 1", n)

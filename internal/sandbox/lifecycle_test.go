@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"maps"
 	"slices"
 	"testing"
@@ -13,15 +14,15 @@ func TestReaperDestroysExpired(t *testing.T) {
 	e := newEnv(t)
 	short := e.createOne(t, CreateOptions{TTL: 300 * time.Millisecond})
 	long := e.createOne(t, CreateOptions{})
-	if _, err := e.svc.Open(short.ID, short.Token); err != nil {
+	if _, err := e.svc.Open(context.Background(), short.ID, short.Token); err != nil {
 		t.Fatalf("open before expiry: %v", err)
 	}
 	waitFor(t, "the expired sandbox to be reaped", func() bool {
 		return !slices.Contains(e.rt.IDs(), short.ID) && !slices.Contains(e.rows(t), short.ID)
 	})
-	_, err := e.svc.Open(short.ID, short.Token)
+	_, err := e.svc.Open(context.Background(), short.ID, short.Token)
 	wantErr(t, err, ErrNotFound)
-	if got := ids(e.svc.List()); !slices.Equal(got, []string{long.ID}) {
+	if got := ids(e.svc.List(context.Background())); !slices.Equal(got, []string{long.ID}) {
 		t.Errorf("List = %v, want only %s", got, long.ID)
 	}
 	if got := e.rt.IDs(); !slices.Equal(got, []string{long.ID}) {
@@ -65,7 +66,7 @@ func TestRecover(t *testing.T) {
 	// Sandboxes that were running and are no longer are listed as dead,
 	// with why; everything else that is not the live one is gone.
 	status := map[string]string{}
-	for _, i := range e.svc.List() {
+	for _, i := range e.svc.List(context.Background()) {
 		status[i.ID] = i.Status + "/" + i.DeadReason
 	}
 	want := map[string]string{alive.ID: "running/", lost.ID: "dead/unreachable", "sb-gone00000000": "dead/exited",
@@ -88,16 +89,16 @@ func TestRecover(t *testing.T) {
 	if got := e.exec(t, alive.ID, alive.Token, "echo back"); got != "back\n" {
 		t.Errorf("exec after recover = %q", got)
 	}
-	_, err := e.svc.Open(alive.ID, lost.Token)
+	_, err := e.svc.Open(context.Background(), alive.ID, lost.Token)
 	wantErr(t, err, ErrForbidden)
-	_, err = e.svc.Open(lost.ID, lost.Token)
+	_, err = e.svc.Open(context.Background(), lost.ID, lost.Token)
 	wantErr(t, err, ErrDead)
 }
 
 func TestClose(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PoolMemoryMiB = 1024 })
 	e.build(t, BuildOptions{Tag: "base", PoolSize: 2})
-	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot("base"); return s.PoolReady == 2 })
+	waitFor(t, "the pool to fill", func() bool { s, _ := e.svc.Snapshot(context.Background(), "base"); return s.PoolReady == 2 })
 	info := e.createOne(t, CreateOptions{})
 	waitFor(t, "the pool to refill", func() bool { return len(e.rt.IDs()) == 3 })
 

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -34,7 +35,7 @@ func TestCreateLimits(t *testing.T) {
 	}
 
 	e.build(t, BuildOptions{Tag: "small", DiskMiB: 256, Pids: 128})
-	sn, _ := e.svc.Snapshot("small")
+	sn, _ := e.svc.Snapshot(context.Background(), "small")
 	if sn.DiskMiB != 256 || sn.Pids != 128 || sn.OpenFiles != testLimits.OpenFiles {
 		t.Errorf("snapshot = %+v", sn)
 	}
@@ -87,7 +88,7 @@ func TestMemoryBudget(t *testing.T) {
 	// A warm pool counts: one pooled sandbox fills the budget, and the
 	// pool is not refilled past it.
 	e.build(t, BuildOptions{Tag: "p", MemoryMiB: mem, PoolSize: 2})
-	waitFor(t, "one pooled sandbox", func() bool { sn, _ := e.svc.Snapshot("p"); return sn.PoolReady == 1 })
+	waitFor(t, "one pooled sandbox", func() bool { sn, _ := e.svc.Snapshot(context.Background(), "p"); return sn.PoolReady == 1 })
 	if sn := e.svc.nextToFill(); sn != nil {
 		t.Errorf("nextToFill picked %s past the memory budget", sn.rec.Tag)
 	}

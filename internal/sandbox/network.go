@@ -131,7 +131,7 @@ func (s *Service) SetNetwork(ctx context.Context, id string, p netpolicy.Policy)
 	if err := s.checkPolicy(&p); err != nil {
 		return Info{}, err
 	}
-	b, err := s.lookup(id)
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}

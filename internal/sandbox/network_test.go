@@ -166,11 +166,11 @@ func TestNetworkInvalid(t *testing.T) {
 	check("Branch", err)
 	_, err = e.svc.SetNetwork(ctx, info.ID, bad)
 	check("SetNetwork", err)
-	if e.rt.Starts() != 1 || len(e.rt.Checkpoints()) != 0 || len(e.svc.Snapshots()) != 0 {
+	if e.rt.Starts() != 1 || len(e.rt.Checkpoints()) != 0 || len(e.svc.Snapshots(context.Background())) != 0 {
 		t.Errorf("bad policies made something: %d starts, %d checkpoints", e.rt.Starts(), len(e.rt.Checkpoints()))
 	}
 	wantAttached(t, n, e, info.ID, policyA)
-	if got, _ := e.svc.Get(info.ID); !samePolicy(got.Network, policyA) {
+	if got, _ := e.svc.Get(context.Background(), info.ID); !samePolicy(got.Network, policyA) {
 		t.Errorf("policy after a refused change: %+v", got.Network)
 	}
 
@@ -225,7 +225,7 @@ func TestNetworkInheritance(t *testing.T) {
 	// The snapshots keep their policies across a restart.
 	e.restart(t)
 	for tag, want := range map[string]netpolicy.Policy{"py": policyA, "br": policyC, "br2": policyB} {
-		if got, err := e.svc.Snapshot(tag); err != nil || !samePolicy(got.Network, want) {
+		if got, err := e.svc.Snapshot(context.Background(), tag); err != nil || !samePolicy(got.Network, want) {
 			t.Errorf("after restart, snapshot %s: %+v, %v; want %+v", tag, got.Network, err, want)
 		}
 	}
@@ -255,7 +255,7 @@ func TestSetNetwork(t *testing.T) {
 	// detached them.
 	e.restart(t)
 	wantAttached(t, n, e, info.ID, policyB)
-	if got, _ := e.svc.Get(info.ID); !samePolicy(got.Network, policyB) {
+	if got, _ := e.svc.Get(context.Background(), info.ID); !samePolicy(got.Network, policyB) {
 		t.Errorf("after restart: %+v", got.Network)
 	}
 	// One whose network is not attached (it failed at recovery) is
@@ -267,7 +267,7 @@ func TestSetNetwork(t *testing.T) {
 	wantAttached(t, n, e, info.ID, policyA)
 
 	e.rt.Kill(info.ID, runtime.Exit{})
-	waitFor(t, "the sandbox to die", func() bool { i, _ := e.svc.Get(info.ID); return i.Status == StatusDead })
+	waitFor(t, "the sandbox to die", func() bool { i, _ := e.svc.Get(context.Background(), info.ID); return i.Status == StatusDead })
 	_, err = e.svc.SetNetwork(ctx, info.ID, policyB)
 	wantErr(t, err, ErrDead)
 	// A death is recorded first and released after: the network goes
@@ -285,7 +285,7 @@ func TestSetNetwork(t *testing.T) {
 func TestNetworkPool(t *testing.T) {
 	e, n := newNetEnv(t, func(c *Config) { c.PoolMemoryMiB = 4 * testLimits.DefaultMemoryMiB })
 	e.build(t, BuildOptions{Tag: "warm", PoolSize: 2, Network: &policyA})
-	poolReady := func() int { s, _ := e.svc.Snapshot("warm"); return s.PoolReady }
+	poolReady := func() int { s, _ := e.svc.Snapshot(context.Background(), "warm"); return s.PoolReady }
 	waitFor(t, "the pool to fill", func() bool { return poolReady() == 2 })
 	for _, id := range e.rt.IDs() {
 		wantAttached(t, n, e, id, policyA)
@@ -363,7 +363,7 @@ func TestPorts(t *testing.T) {
 	if _, err := sb.ExposePort(ctx, 3000, false); err != nil {
 		t.Fatal(err)
 	}
-	if got, _ := e.svc.Get(info.ID); len(got.Ports) != 2 || got.Ports[0].Port != 3000 || got.Ports[1] != p2 {
+	if got, _ := e.svc.Get(context.Background(), info.ID); len(got.Ports) != 2 || got.Ports[0].Port != 3000 || got.Ports[1] != p2 {
 		t.Errorf("Info.Ports = %+v", got.Ports)
 	}
 	if tok, public, err := e.svc.Exposure(info.ID, 8000); err != nil || tok != p1.Token || !public {
@@ -403,14 +403,14 @@ func TestPorts(t *testing.T) {
 
 	// Kept across a restart.
 	e.restart(t)
-	if got, _ := e.svc.Get(info.ID); len(got.Ports) != 1 || got.Ports[0] != p2 {
+	if got, _ := e.svc.Get(context.Background(), info.ID); len(got.Ports) != 1 || got.Ports[0] != p2 {
 		t.Errorf("after restart, Info.Ports = %+v", got.Ports)
 	}
 
 	// Gone with the sandbox: dead, then deleted.
 	sb = e.open(t, info.ID, info.Token)
 	e.rt.Kill(info.ID, runtime.Exit{})
-	waitFor(t, "the sandbox to die", func() bool { i, _ := e.svc.Get(info.ID); return i.Status == StatusDead })
+	waitFor(t, "the sandbox to die", func() bool { i, _ := e.svc.Get(context.Background(), info.ID); return i.Status == StatusDead })
 	_, _, err = e.svc.Exposure(info.ID, 8000)
 	wantErr(t, err, ErrNotFound)
 	_, err = sb.ExposePort(ctx, 8001, false)

@@ -107,8 +107,11 @@ func (b *box) pauseInfoLocked(info *Info) {
 
 // Pause saves a running sandbox to disk and frees what it held.
 func (s *Service) Pause(ctx context.Context, id string) (Info, error) {
-	b, err := s.lookup(id)
+	b, err := s.lookup(ctx, id)
 	if err != nil {
+		return Info{}, err
+	}
+	if err := s.checkDiskQuota(ctx, b.owner(), "the paused sandbox"); err != nil {
 		return Info{}, err
 	}
 	b.mu.Lock()
@@ -252,7 +255,10 @@ func (s *Service) Resume(ctx context.Context, id string, ttl time.Duration) (Inf
 	if max := s.cfg.Limits.MaxTTL; ttl < 0 || ttl > max {
 		return Info{}, invalidf("ttl_secs must be between 0 and %d", inSecs(max))
 	}
-	b, err := s.lookup(id)
+	if err := checkTTLQuota(ctx, ttl); err != nil {
+		return Info{}, err
+	}
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
@@ -272,7 +278,7 @@ func (s *Service) resume(ctx context.Context, b *box, ttl time.Duration) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), transitionTimeout)
 	defer cancel()
 	id := b.rec.ID
-	if err := s.claimResume(b); err != nil {
+	if err := s.claimResume(ctx, b); err != nil {
 		return err
 	}
 	b.ckptMu.Lock()
@@ -315,7 +321,7 @@ func (s *Service) resume(ctx context.Context, b *box, ttl time.Duration) error {
 		return fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
 	}
 	s.watch(b)
-	s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))
+	s.cfg.Meter.Started(ctx, meterRun(b, b.owner()))
 	if err := os.RemoveAll(s.pausedDir(id)); err != nil {
 		s.log.Warn("remove a resumed sandbox's saved state", "id", id, "err", err)
 	}
@@ -324,8 +330,9 @@ func (s *Service) resume(ctx context.Context, b *box, ttl time.Duration) error {
 }
 
 // claimResume moves a paused sandbox to resuming, once its memory fits the
-// budget.
-func (s *Service) claimResume(b *box) error {
+// budget and its tenant's quotas (ctx's caller's) let it run again: under
+// s.mu, as a create's reservation.
+func (s *Service) claimResume(ctx context.Context, b *box) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	b.mu.Lock()
@@ -342,6 +349,9 @@ func (s *Service) claimResume(b *box) error {
 		return fmt.Errorf("%w: sandbox %s is %s", ErrRetry, b.rec.ID, st)
 	default:
 		return fmt.Errorf("sandbox %s is %s: %w", b.rec.ID, st, errNotPaused)
+	}
+	if err := s.checkQuotaLocked(ask{tenant: b.owner(), limits: tenant.LimitsOf(ctx), n: 1, cpus: b.rec.CPUs, memoryMiB: int64(b.rec.MemoryMiB)}); err != nil {
+		return err
 	}
 	if budget, used := s.cfg.Limits.MemoryBudgetMiB, s.memoryInUseLocked(); budget > 0 && used+b.rec.MemoryMiB > budget {
 		return fmt.Errorf("%w: the memory budget of %d MiB would be exceeded: %d MiB are in use and the sandbox needs %d; kill or pause others first",
@@ -406,11 +416,11 @@ func restoredCall(id string) func(context.Context, *agentproto.Client) error {
 // OpenAuto is Open, but a paused sandbox created with auto_resume is
 // resumed first (and one being resumed, waited for).
 func (s *Service) OpenAuto(ctx context.Context, id, token string) (*Sandbox, error) {
-	sb, err := s.Open(id, token)
+	sb, err := s.Open(ctx, id, token)
 	if err == nil || !(errors.Is(err, ErrPaused) || errors.Is(err, ErrRetry)) {
 		return sb, err
 	}
-	b, lerr := s.lookup(id)
+	b, lerr := s.lookup(ctx, id)
 	if lerr != nil {
 		return nil, err
 	}
@@ -427,7 +437,7 @@ func (s *Service) OpenAuto(ctx context.Context, id, token string) (*Sandbox, err
 	} else if rerr := s.resume(ctx, b, 0); rerr != nil && !errors.Is(rerr, errNotPaused) {
 		return nil, rerr
 	}
-	return s.Open(id, token)
+	return s.Open(ctx, id, token)
 }
 
 // settlePaused has the runtime let go of whatever it holds for a paused
@@ -446,7 +456,7 @@ func (s *Service) settlePaused(ctx context.Context, b *box) {
 // a connection to one of its exposed ports, which the caller was entitled
 // to (its port token, or a public port).
 func (s *Service) resumeForPort(ctx context.Context, id string) error {
-	b, err := s.lookup(id)
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"os"
 	"testing"
 	"time"
@@ -25,14 +26,14 @@ func TestPauseResumeKeepsIdentity(t *testing.T) {
 	if _, err := os.Stat(e.svc.pausedDir(info.ID)); err != nil {
 		t.Fatalf("no saved state: %v", err)
 	}
-	_, err = e.svc.Open(info.ID, info.Token)
+	_, err = e.svc.Open(context.Background(), info.ID, info.Token)
 	wantErr(t, err, ErrPaused)
 	wantErr(t, err, ErrConflict)
 	_, err = e.svc.Pause(ctx, info.ID)
 	wantErr(t, err, ErrPaused)
 
 	e.restart(t) // a paused sandbox survives the daemon
-	if got, _ := e.svc.Get(info.ID); got.Status != StatusPaused {
+	if got, _ := e.svc.Get(context.Background(), info.ID); got.Status != StatusPaused {
 		t.Fatalf("after restart: status %q", got.Status)
 	}
 	r, err := e.svc.Resume(ctx, info.ID, 0)
@@ -102,7 +103,7 @@ func TestOnExpiryPause(t *testing.T) {
 	wantErr(t, err, ErrInvalid)
 	info := e.createOne(t, CreateOptions{TTL: time.Second, OnExpiry: apitype.OnExpiryPause})
 	waitFor(t, "the pause at expiry", func() bool {
-		got, err := e.svc.Get(info.ID)
+		got, err := e.svc.Get(context.Background(), info.ID)
 		return err == nil && got.Status == StatusPaused
 	})
 	r, err := e.svc.Resume(ctx, info.ID, 0)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -11,11 +12,11 @@ func TestWarmPool(t *testing.T) {
 	e := newEnv(t, func(c *Config) { c.PoolMemoryMiB = 4 * testLimits.DefaultMemoryMiB })
 	ctx := testCtx(t)
 	e.build(t, BuildOptions{Tag: "warm", PoolSize: 2})
-	poolReady := func() int { s, _ := e.svc.Snapshot("warm"); return s.PoolReady }
+	poolReady := func() int { s, _ := e.svc.Snapshot(context.Background(), "warm"); return s.PoolReady }
 	waitFor(t, "the pool to fill", func() bool { return poolReady() == 2 })
 
 	pooled := e.rt.IDs()
-	if len(pooled) != 2 || e.svc.Count() != 0 || len(e.svc.List()) != 0 {
+	if len(pooled) != 2 || e.svc.Count() != 0 || len(e.svc.List(context.Background())) != 0 {
 		t.Fatalf("runtime holds %v, %d live; want 2 pooled sandboxes and none live", pooled, e.svc.Count())
 	}
 	for _, id := range pooled {
@@ -70,7 +71,7 @@ func TestWarmPoolRetriesFailedRefill(t *testing.T) {
 	e.rt.FailNthRestore(1, errors.New("injected restore failure"))
 	e.build(t, BuildOptions{Tag: "warm", PoolSize: 2})
 	waitFor(t, "the pool to fill after a failed refill", func() bool {
-		s, _ := e.svc.Snapshot("warm")
+		s, _ := e.svc.Snapshot(context.Background(), "warm")
 		return s.PoolReady == 2
 	})
 }
@@ -101,8 +102,8 @@ func TestPoolMemoryBudget(t *testing.T) {
 	if got := e.rt.IDs(); len(got) != 3 {
 		t.Errorf("runtime holds %d sandboxes, want 3", len(got))
 	}
-	p1, _ := e.svc.Snapshot("p1")
-	p2, _ := e.svc.Snapshot("p2")
+	p1, _ := e.svc.Snapshot(context.Background(), "p1")
+	p2, _ := e.svc.Snapshot(context.Background(), "p2")
 	if p1.PoolReady+p2.PoolReady != 3 || p1.PoolReady == 0 || p2.PoolReady == 0 {
 		t.Errorf("pools hold %d and %d, want 3 in all, some in each", p1.PoolReady, p2.PoolReady)
 	}

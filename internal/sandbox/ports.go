@@ -137,15 +137,18 @@ func (sb *Sandbox) DialPort(ctx context.Context, port int) (net.Conn, error) {
 // its token, and whether it is public. ErrNotFound if the sandbox is
 // unknown or not running, or the port is not exposed; ErrRetry while a
 // restarted daemon checks the sandbox.
+//
+// A port's own token (or its being public) is the credential, not an API
+// key: the preview proxy asks with no principal, which sees every tenant's.
 func (s *Service) Exposure(id string, port int) (token string, public bool, err error) {
-	p, err := s.exposed(id, port)
+	p, err := s.exposed(context.Background(), id, port)
 	return p.Token, p.Public, err
 }
 
 // DialPort connects to an exposed port of a running sandbox; ErrNotFound
 // as Exposure says.
 func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
-	if _, err := s.exposed(id, port); err != nil {
+	if _, err := s.exposed(ctx, id, port); err != nil {
 		return nil, err
 	}
 	if err := s.resumeForPort(ctx, id); err != nil {
@@ -154,8 +157,8 @@ func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, 
 	return s.dialPort(ctx, id, port)
 }
 
-func (s *Service) exposed(id string, port int) (PortInfo, error) {
-	b, err := s.lookup(id)
+func (s *Service) exposed(ctx context.Context, id string, port int) (PortInfo, error) {
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return PortInfo{}, err
 	}

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -92,7 +93,7 @@ func TestRunEnv(t *testing.T) {
 	_, err = e.open(t, src.ID, src.Token).Branch(ctx, BranchOptions{Tag: "bad", Cwd: filepath.Join(dir, "missing")})
 	wantErr(t, err, ErrInvalid)
 	e.restart(t)
-	if got, err := e.svc.Get(own.ID); err != nil || got.Env["COVE_A"] != "9" || got.Cwd != other {
+	if got, err := e.svc.Get(context.Background(), own.ID); err != nil || got.Env["COVE_A"] != "9" || got.Cwd != other {
 		t.Errorf("after a restart: %+v, %v", got, err)
 	}
 }

@@ -133,6 +133,8 @@ type Service struct {
 	poolKick  chan struct{}
 	// reservedMiB is the memory (as limits) held by creates in progress.
 	reservedMiB int
+	// held is what creates in progress hold by tenant, for its quotas.
+	held map[string]hold
 
 	stats Stats
 
@@ -275,7 +277,7 @@ func New(cfg Config) *Service {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	return &Service{cfg: cfg, log: cfg.Logger, boxes: map[string]*box{}, dead: map[string]*box{}, snapshots: map[string]*snap{},
-		poolKick: make(chan struct{}, 1), bg: bg, stopBG: stop, recovered: make(chan struct{}),
+		held: map[string]hold{}, poolKick: make(chan struct{}, 1), bg: bg, stopBG: stop, recovered: make(chan struct{}),
 		dialIn: netns.Dial, warmLog: defaultWarmLog}
 }
 
@@ -317,38 +319,41 @@ func (b *box) expired(now time.Time, keep time.Duration) bool {
 	return !now.Before(b.rec.ExpiresAt)
 }
 
-// lookup returns an unexpired sandbox, live or dead.
-func (s *Service) lookup(id string) (*box, error) {
+// lookup returns an unexpired sandbox, live or dead, that ctx's caller may
+// see: another tenant's is not found, in the same words as an unknown id.
+func (s *Service) lookup(ctx context.Context, id string) (*box, error) {
 	s.mu.Lock()
 	b := s.boxes[id]
 	if b == nil {
 		b = s.dead[id]
 	}
 	s.mu.Unlock()
-	if b == nil || b.expired(time.Now(), s.cfg.DeadKeep) {
+	if b == nil || !b.visible(ctx) || b.expired(time.Now(), s.cfg.DeadKeep) {
 		return nil, fmt.Errorf("sandbox %q: %w", id, ErrNoSandbox)
 	}
 	return b, nil
 }
 
 // Get describes one sandbox.
-func (s *Service) Get(id string) (Info, error) {
-	b, err := s.lookup(id)
+func (s *Service) Get(ctx context.Context, id string) (Info, error) {
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
 	return b.info(), nil
 }
 
-// List describes every sandbox, live or dead, oldest first.
-func (s *Service) List() []Info {
+// List describes every sandbox ctx's caller may see, live or dead, oldest
+// first.
+func (s *Service) List(ctx context.Context) []Info {
 	s.mu.Lock()
 	out := make([]Info, 0, len(s.boxes)+len(s.dead))
-	for _, b := range s.boxes {
-		out = append(out, b.info())
-	}
-	for _, b := range s.dead {
-		out = append(out, b.info())
+	for _, m := range []map[string]*box{s.boxes, s.dead} {
+		for _, b := range m {
+			if b.visible(ctx) {
+				out = append(out, b.info())
+			}
+		}
 	}
 	s.mu.Unlock()
 	sort.Slice(out, func(i, j int) bool {
@@ -375,7 +380,10 @@ func (s *Service) Extend(ctx context.Context, id string, ttl time.Duration) (Inf
 	case ttl > max:
 		return Info{}, invalidf("ttl_secs must be at most %d", inSecs(max))
 	}
-	b, err := s.lookup(id)
+	if err := checkTTLQuota(ctx, ttl); err != nil {
+		return Info{}, err
+	}
+	b, err := s.lookup(ctx, id)
 	if err != nil {
 		return Info{}, err
 	}
@@ -401,6 +409,10 @@ func (s *Service) Delete(ctx context.Context, id string) error {
 	b := s.boxes[id]
 	if b == nil {
 		b = s.dead[id]
+	}
+	if b == nil || !b.visible(ctx) {
+		s.mu.Unlock()
+		return fmt.Errorf("sandbox %q: %w", id, ErrNotFound)
 	}
 	delete(s.boxes, id)
 	delete(s.dead, id)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"slices"
 	"testing"
 	"time"
@@ -25,12 +26,12 @@ func TestExtend(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			before, _ := e.svc.Get(info.ID)
+			before, _ := e.svc.Get(context.Background(), info.ID)
 			t0 := time.Now()
 			got, err := e.svc.Extend(testCtx(t), tc.id, tc.ttl)
 			if tc.want != nil {
 				wantErr(t, err, tc.want)
-				if after, _ := e.svc.Get(info.ID); !after.ExpiresAt.Equal(before.ExpiresAt) {
+				if after, _ := e.svc.Get(context.Background(), info.ID); !after.ExpiresAt.Equal(before.ExpiresAt) {
 					t.Errorf("a refused extend moved the expiry from %v to %v", before.ExpiresAt, after.ExpiresAt)
 				}
 				return
@@ -41,7 +42,7 @@ func TestExtend(t *testing.T) {
 			if got.ExpiresAt.Before(t0.Add(tc.ttl)) || got.ExpiresAt.After(time.Now().Add(tc.ttl)) {
 				t.Errorf("expires at %v, want %s from now", got.ExpiresAt, tc.ttl)
 			}
-			if g, _ := e.svc.Get(info.ID); !g.ExpiresAt.Equal(got.ExpiresAt) {
+			if g, _ := e.svc.Get(context.Background(), info.ID); !g.ExpiresAt.Equal(got.ExpiresAt) {
 				t.Errorf("Get says expiry %v, Extend said %v", g.ExpiresAt, got.ExpiresAt)
 			}
 			if rec := e.row(t, info.ID); rec.ExpiresAt.UnixMilli() != got.ExpiresAt.UnixMilli() {
@@ -66,9 +67,9 @@ func TestDelete(t *testing.T) {
 		t.Errorf("store holds %v, want [%s]", got, keep.ID)
 	}
 	wantErr(t, e.svc.Delete(ctx, info.ID), ErrNotFound)
-	_, err := e.svc.Get(info.ID)
+	_, err := e.svc.Get(context.Background(), info.ID)
 	wantErr(t, err, ErrNotFound)
-	_, err = e.svc.Open(info.ID, info.Token)
+	_, err = e.svc.Open(context.Background(), info.ID, info.Token)
 	wantErr(t, err, ErrNotFound)
 	wantErr(t, e.svc.Delete(ctx, "sb-000000000000"), ErrNotFound)
 	if n := e.svc.Stats().Destroyed.Load(); n != 1 {

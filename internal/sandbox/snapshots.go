@@ -15,6 +15,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/runtime"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 )
 
 // snap is a snapshot and its warm pool.
@@ -61,12 +62,12 @@ func validTag(tag string) error {
 	return nil
 }
 
-// snapshot returns a snapshot by tag.
-func (s *Service) snapshot(tag string) (*snap, error) {
+// snapshot returns a snapshot by tag that ctx's caller may see.
+func (s *Service) snapshot(ctx context.Context, tag string) (*snap, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sn := s.snapshots[tag]
-	if sn == nil {
+	if sn == nil || (sn.ready && !sn.visible(ctx)) {
 		return nil, fmt.Errorf("snapshot %q: %w", tag, ErrNoSnapshot)
 	}
 	if !sn.ready {
@@ -130,15 +131,21 @@ func (s *Service) buildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 		return SnapshotInfo{}, err
 	}
 	src.network = policyOr(o.Network, netpolicy.Policy{})
+	owner := snapshotOwner(ctx)
+	src.tenant = sandboxOwner(ctx) // the builder's, for the quotas
+	if err := s.checkDiskQuota(ctx, owner, fmt.Sprintf("snapshot %q", o.Tag)); err != nil {
+		return SnapshotInfo{}, err
+	}
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
 	defer release()
-	if _, err := s.reserve(1, src); err != nil {
+	_, done, err := s.reserve(ctx, 1, src, false)
+	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	defer s.release(1, co.MemoryMiB)
+	defer done()
 
 	b, err := s.launch(ctx, src, StatusBuilding, time.Hour, "")
 	if err != nil {
@@ -156,7 +163,8 @@ func (s *Service) buildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 		return SnapshotInfo{}, fmt.Errorf("warm the eval interpreter: %w", mapErr(err))
 	}
 	rec := store.Snapshot{Tag: o.Tag, Backend: s.cfg.Runtime.Name(), Image: src.imageID, CPUs: co.CPUs,
-		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize, Limits: src.limits, NetworkJSON: encodePolicy(src.network)}
+		MemoryMiB: co.MemoryMiB, PoolSize: o.PoolSize, Limits: src.limits, NetworkJSON: encodePolicy(src.network),
+		Tenant: owner}
 	sn, _, _, err := s.checkpoint(ctx, b, rec, src.files, false)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -204,6 +212,12 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	if o.N < 0 || o.N > MaxN {
 		return BranchResult{}, invalidf("n must be between 0 and %d, got %d", MaxN, o.N)
 	}
+	if err := checkTTLQuota(ctx, o.TTL); err != nil {
+		return BranchResult{}, err
+	}
+	if l := tenant.LimitsOf(ctx); l.MaxSpawnN > 0 && o.N > l.MaxSpawnN { // before the save, which the children's create would check after
+		return BranchResult{}, quotaErr("max_spawn_n", int64(l.MaxSpawnN), b.owner(), "this asks for %d children in one call; ask for at most %d or ask an admin for a larger quota", o.N, l.MaxSpawnN)
+	}
 	if o.Tag == "" {
 		o.Tag = id + "-" + randhex.New(3)
 	}
@@ -223,6 +237,10 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	b.mu.Lock()
 	network := policyOr(o.Network, b.net)
 	b.mu.Unlock()
+	owner := b.owner()
+	if err := s.checkDiskQuota(ctx, owner, fmt.Sprintf("snapshot %q", o.Tag)); err != nil {
+		return BranchResult{}, err
+	}
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
 		return BranchResult{}, err
@@ -231,7 +249,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 
 	depth := 1
 	if t := b.rec.SnapshotTag; t != "" {
-		if p, err := s.snapshot(t); err == nil {
+		if p, err := s.snapshot(context.Background(), t); err == nil { // its own parent, whoever may see it
 			depth = p.rec.Depth + 1
 		}
 	}
@@ -244,7 +262,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, BranchedFrom: id, Depth: depth,
 		Backend: s.cfg.Runtime.Name(), Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
 		TokenHash: b.rec.TokenHash, Pending: o.N > 0, NetworkJSON: encodePolicy(network),
-		Meta: meta}
+		Meta: meta, Tenant: owner}
 	sn, pause, stopped, err := s.checkpoint(ctx, b, rec, files, true)
 	if err != nil {
 		return BranchResult{}, err
@@ -252,7 +270,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	release()
 	out := BranchResult{Pause: pause, Stopped: stopped}
 	if o.N > 0 {
-		out.Children, err = s.create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL}, o.Tag)
+		out.Children, err = s.create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL, tenant: owner}, o.Tag)
 		if err != nil {
 			// The snapshot stays, as the error says.
 			if cerr := s.commit(context.WithoutCancel(ctx), nil, o.Tag); cerr != nil {
@@ -392,13 +410,13 @@ func (s *Service) snapInfoLocked(sn *snap) SnapshotInfo {
 	return info
 }
 
-// Snapshots lists every snapshot, oldest first.
-func (s *Service) Snapshots() []SnapshotInfo {
+// Snapshots lists every snapshot ctx's caller may see, oldest first.
+func (s *Service) Snapshots(ctx context.Context) []SnapshotInfo {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	out := make([]SnapshotInfo, 0, len(s.snapshots))
 	for _, sn := range s.snapshots {
-		if sn.ready && !HiddenTag(sn.rec.Tag) {
+		if sn.ready && !HiddenTag(sn.rec.Tag) && sn.visible(ctx) {
 			out = append(out, s.snapInfoLocked(sn))
 		}
 	}
@@ -412,8 +430,8 @@ func (s *Service) Snapshots() []SnapshotInfo {
 }
 
 // Snapshot describes one snapshot.
-func (s *Service) Snapshot(tag string) (SnapshotInfo, error) {
-	sn, err := s.snapshot(tag)
+func (s *Service) Snapshot(ctx context.Context, tag string) (SnapshotInfo, error) {
+	sn, err := s.snapshot(ctx, tag)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
@@ -426,9 +444,13 @@ func (s *Service) Snapshot(tag string) (SnapshotInfo, error) {
 func (s *Service) DeleteSnapshot(ctx context.Context, tag string) error {
 	s.mu.Lock()
 	sn := s.snapshots[tag]
-	if sn == nil || !sn.ready {
+	if sn == nil || !sn.ready || !sn.visible(ctx) {
 		s.mu.Unlock()
 		return fmt.Errorf("snapshot %q: %w", tag, ErrNotFound)
+	}
+	if !tenant.CanChange(ctx, sn.rec.Tenant) {
+		s.mu.Unlock()
+		return fmt.Errorf("%w: snapshot %q is the daemon's, shared by every tenant: only an admin key may delete it", ErrForbidden, tag)
 	}
 	if n := s.snapInfoLocked(sn).Children; n > 0 {
 		s.mu.Unlock()
@@ -494,6 +516,24 @@ func (s *Service) recoverSnapshots(ctx context.Context) error {
 	return nil
 }
 
+// share makes tag owner's: a golden snapshot saved before tenants existed
+// is the default tenant's until the daemon shares it.
+func (s *Service) share(ctx context.Context, tag, owner string) error {
+	s.mu.Lock()
+	sn := s.snapshots[tag]
+	s.mu.Unlock()
+	if sn == nil || sn.rec.Tenant == owner {
+		return nil
+	}
+	if err := s.cfg.Store.SetSnapshotTenant(ctx, tag, owner); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	sn.rec.Tenant = owner
+	s.mu.Unlock()
+	return nil
+}
+
 func dirSize(dir string) int64 {
 	var n int64
 	filepath.WalkDir(dir, func(_ string, d fs.DirEntry, err error) error {
@@ -515,9 +555,9 @@ func (s *Service) EnsureSnapshot(ctx context.Context, tag, image string) error {
 	if err != nil {
 		return fmt.Errorf("image %q: %w", image, ErrNotFound)
 	}
-	if cur, err := s.Snapshot(tag); err == nil {
+	if cur, err := s.Snapshot(ctx, tag); err == nil {
 		if cur.Image == imageID && cur.RuntimeVersion == s.runtimeVersion {
-			return nil
+			return s.share(ctx, tag, snapshotOwner(ctx))
 		}
 		if cur.Children > 0 {
 			s.log.Info("snapshot is older than its image or runtime but still has children; keeping it", "tag", tag)

@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"os"
 	"os/exec"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/runtime/runtimetest"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 )
 
 func TestBuildSnapshot(t *testing.T) {
@@ -23,7 +25,8 @@ func TestBuildSnapshot(t *testing.T) {
 	}
 	want := store.Snapshot{Tag: "base-1.0_x", Backend: "fake", Image: "other-0002", CPUs: 2, MemoryMiB: 512,
 		SizeBytes: sn.SizeBytes, CreatedAt: sn.CreatedAt, RuntimeVersion: "fake 1",
-		Limits: store.Limits{DiskMiB: testLimits.DefaultDiskMiB, Pids: testLimits.DefaultPids, OpenFiles: testLimits.OpenFiles}}
+		Limits: store.Limits{DiskMiB: testLimits.DefaultDiskMiB, Pids: testLimits.DefaultPids, OpenFiles: testLimits.OpenFiles},
+		Tenant: tenant.Shared} // built by the daemon (no principal): every tenant's to spawn from
 	if sn.Snapshot != want || sn.SizeBytes == 0 || sn.PoolReady != 0 || sn.Children != 0 {
 		t.Errorf("snapshot = %+v, want %+v", sn, want)
 	}
@@ -51,7 +54,7 @@ func TestBuildSnapshot(t *testing.T) {
 	if err != nil || len(recs) != 1 || recs[0].Tag != "base-1.0_x" {
 		t.Errorf("store snapshots = %+v, %v", recs, err)
 	}
-	if got := e.svc.Snapshots(); len(got) != 1 || got[0].Tag != "base-1.0_x" {
+	if got := e.svc.Snapshots(context.Background()); len(got) != 1 || got[0].Tag != "base-1.0_x" {
 		t.Errorf("Snapshots = %+v", got)
 	}
 	child := e.createOne(t, CreateOptions{SnapshotTag: "base-1.0_x"})
@@ -91,7 +94,7 @@ func TestBuildSnapshotErrors(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := e.svc.BuildSnapshot(testCtx(t), tc.opts)
 			wantErr(t, err, tc.want)
-			if got := e.svc.Snapshots(); len(got) != 1 {
+			if got := e.svc.Snapshots(context.Background()); len(got) != 1 {
 				t.Errorf("Snapshots = %+v, want only dup", got)
 			}
 			if len(e.rt.IDs()) != 0 || len(e.rows(t)) != 0 {
@@ -109,7 +112,7 @@ func TestDeleteSnapshot(t *testing.T) {
 	e.build(t, BuildOptions{Tag: "base"})
 	child := e.createOne(t, CreateOptions{SnapshotTag: "base"})
 	wantErr(t, e.svc.DeleteSnapshot(ctx, "base"), ErrConflict)
-	if _, err := e.svc.Snapshot("base"); err != nil {
+	if _, err := e.svc.Snapshot(context.Background(), "base"); err != nil {
 		t.Fatalf("a refused delete removed the snapshot: %v", err)
 	}
 	if err := e.svc.Delete(ctx, child.ID); err != nil {
@@ -124,7 +127,7 @@ func TestDeleteSnapshot(t *testing.T) {
 	if recs, _ := e.st.Snapshots(ctx); len(recs) != 0 {
 		t.Errorf("store still holds %+v", recs)
 	}
-	_, err := e.svc.Snapshot("base")
+	_, err := e.svc.Snapshot(context.Background(), "base")
 	wantErr(t, err, ErrNotFound)
 	wantErr(t, e.svc.DeleteSnapshot(ctx, "base"), ErrNotFound)
 	_, err = e.svc.Create(ctx, CreateOptions{SnapshotTag: "base"})
@@ -271,7 +274,7 @@ func TestBranchChildrenFail(t *testing.T) {
 		t.Fatalf("store holds %+v, want the snapshot, not pending", recs)
 	}
 	e.restart(t)
-	if _, err := e.svc.Snapshot("kept"); err != nil {
+	if _, err := e.svc.Snapshot(context.Background(), "kept"); err != nil {
 		t.Errorf("after a restart: %v", err)
 	}
 }
@@ -332,7 +335,7 @@ func TestRecoverSnapshots(t *testing.T) {
 	e.restart(t)
 
 	var tags []string
-	for _, sn := range e.svc.Snapshots() {
+	for _, sn := range e.svc.Snapshots(context.Background()) {
 		tags = append(tags, sn.Tag)
 	}
 	if !slices.Equal(tags, []string{"keep"}) {
@@ -358,7 +361,7 @@ func TestEnsureSnapshot(t *testing.T) {
 	e := newEnv(t)
 	ctx := testCtx(t)
 	images := e.cfg.Images.(*runtimetest.Images)
-	image := func() string { sn, _ := e.svc.Snapshot("dflt"); return sn.Image }
+	image := func() string { sn, _ := e.svc.Snapshot(context.Background(), "dflt"); return sn.Image }
 
 	if err := e.svc.EnsureSnapshot(ctx, "dflt", "default"); err != nil {
 		t.Fatal(err)
@@ -404,7 +407,7 @@ func TestEnsureSnapshot(t *testing.T) {
 	if err := e.svc.EnsureSnapshot(ctx, "dflt", "default"); err != nil {
 		t.Fatal(err)
 	}
-	if sn, _ := e.svc.Snapshot("dflt"); sn.RuntimeVersion != "fake 2" {
+	if sn, _ := e.svc.Snapshot(context.Background(), "dflt"); sn.RuntimeVersion != "fake 2" {
 		t.Errorf("after a runtime upgrade the snapshot records %q", sn.RuntimeVersion)
 	}
 	e.createOne(t, CreateOptions{SnapshotTag: "dflt"})

@@ -45,6 +45,10 @@ type CreateOptions struct {
 	// AutoResume and OnExpiry are the sandboxes' pause policy (pause.go).
 	AutoResume bool
 	OnExpiry   string
+
+	// tenant owns the new sandboxes: a branch's children are their
+	// source's; "": the caller's.
+	tenant string
 }
 
 // validate checks o against the limits and fills in defaults. The lifetime
@@ -106,15 +110,25 @@ func (s *Service) Create(ctx context.Context, o CreateOptions) ([]Info, error) {
 // to copy its source, and commits that snapshot with them.
 func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([]Info, error) {
 	asked := o // before defaults: a snapshot's sandboxes run with its cpus, memory and limits
+	if o.TTL == 0 {
+		o.TTL = quotaTTL(ctx, s.cfg.Limits.DefaultTTL)
+	}
 	if err := s.validate(&o); err != nil {
+		return nil, err
+	}
+	if err := checkTTLQuota(ctx, o.TTL); err != nil {
 		return nil, err
 	}
 	if err := s.checkPolicy(o.Network); err != nil {
 		return nil, err
 	}
-	src, err := s.sourceFor(o, asked, branch != "")
+	src, err := s.sourceFor(ctx, o, asked, branch != "")
 	if err != nil {
 		return nil, err
+	}
+	src.tenant = o.tenant
+	if src.tenant == "" {
+		src.tenant = sandboxOwner(ctx)
 	}
 	src.network = policyOr(o.Network, src.network)
 	if src.meta, err = metaFor(o, src.meta); err != nil {
@@ -122,11 +136,11 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 	}
 	src.checkMeta = o.User != "" || o.Cwd != ""
 	src.lifecycle = store.Lifecycle{AutoResume: o.AutoResume, OnExpiry: o.OnExpiry}
-	ready, err := s.reserve(o.N, src)
+	ready, done, err := s.reserve(ctx, o.N, src, true)
 	if err != nil {
 		return nil, err
 	}
-	defer s.release(o.N, src.memoryMiB)
+	defer done()
 	src.pooled = fromPool(ready)
 	return s.spawn(ctx, src, o.N, o.TTL, branch)
 }
@@ -134,11 +148,11 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 // sourceFor picks where o's sandboxes come from. asked is o before its
 // defaults: asking a snapshot for other cpus, memory or limits than it
 // runs with is an error. entitled skips the check of o.SnapshotToken.
-func (s *Service) sourceFor(o, asked CreateOptions, entitled bool) (source, error) {
+func (s *Service) sourceFor(ctx context.Context, o, asked CreateOptions, entitled bool) (source, error) {
 	if o.SnapshotTag == "" {
 		return s.imageSource(o)
 	}
-	sn, err := s.snapshot(o.SnapshotTag)
+	sn, err := s.snapshot(ctx, o.SnapshotTag)
 	if err != nil {
 		return source{}, err
 	}
@@ -178,6 +192,7 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 			if b := src.pooled(); b != nil {
 				b.setMeta(src.meta)
 				b.setLifecycle(src.lifecycle)
+				b.setTenant(src.tenant)
 				boxes[i], errs[i] = b, s.handOut(ctx, b, src.network, hashToken(tokens[i]), ttl)
 			} else {
 				sem <- struct{}{}
@@ -238,7 +253,7 @@ func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error
 	}
 	s.mu.Unlock()
 	for _, b := range boxes {
-		s.cfg.Meter.Started(ctx, meterRun(b, tenant.Of(ctx)))
+		s.cfg.Meter.Started(ctx, meterRun(b, b.owner()))
 	}
 	// A sandbox whose process ended before it was live was left to us by
 	// its watch.
@@ -287,6 +302,8 @@ type source struct {
 	checkMeta bool
 	// lifecycle is their pause policy.
 	lifecycle store.Lifecycle
+	// tenant owns them ("": none, a warm pool's until handed out).
+	tenant string
 	// snap is the snapshot restored from, whose warm pool may hold ready
 	// sandboxes; nil for an image.
 	snap *snap
@@ -396,22 +413,30 @@ func (s *Service) handOut(ctx context.Context, b *box, p netpolicy.Policy, token
 
 // reserve holds slots and memory for n sandboxes from src while they
 // start, all of them or none, and claims up to n ready sandboxes from
-// src's warm pool: their memory is held already.
-func (s *Service) reserve(n int, src source) (ready []*box, err error) {
+// src's warm pool: their memory is held already. It checks src.tenant's
+// quotas (ctx's caller's limits) under the same lock, and holds the
+// sandboxes against them too, so concurrent calls cannot overshoot; spawn
+// says the call makes sandboxes (max_spawn_n applies). done gives it all
+// back.
+func (s *Service) reserve(ctx context.Context, n int, src source, spawn bool) (ready []*box, done func(), err error) {
 	// Taking from a pool, or finding it empty, is when it may need
 	// refilling.
 	defer s.kickPool()
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	a := ask{tenant: src.tenant, limits: tenant.LimitsOf(ctx), n: n, cpus: src.cpus, memoryMiB: int64(src.memoryMiB), spawn: spawn}
+	if err := s.checkQuotaLocked(a); err != nil {
+		return nil, nil, err
+	}
 	if max := s.cfg.Limits.MaxSandboxes; len(s.boxes)+s.reserved+n > max {
-		return nil, fmt.Errorf("%w: %d sandboxes exist or are starting and the limit is %d: kill some first", ErrLimit, len(s.boxes)+s.reserved, max)
+		return nil, nil, fmt.Errorf("%w: %d sandboxes exist or are starting and the limit is %d: kill some first", ErrLimit, len(s.boxes)+s.reserved, max)
 	}
 	pooled := 0
 	if src.snap != nil {
 		pooled = min(n, len(src.snap.pool))
 	}
 	if budget, used := s.cfg.Limits.MemoryBudgetMiB, s.memoryInUseLocked(); budget > 0 && used+(n-pooled)*src.memoryMiB > budget {
-		return nil, fmt.Errorf("%w: the memory budget of %d MiB would be exceeded: sandboxes, warm pools and creates in progress hold %d MiB, and %d more of %d MiB do not fit; kill some or ask for less memory",
+		return nil, nil, fmt.Errorf("%w: the memory budget of %d MiB would be exceeded: sandboxes, warm pools and creates in progress hold %d MiB, and %d more of %d MiB do not fit; kill some or ask for less memory",
 			ErrUnavailable, budget, used, n-pooled, src.memoryMiB)
 	}
 	if src.snap != nil {
@@ -421,13 +446,15 @@ func (s *Service) reserve(n int, src source) (ready []*box, err error) {
 	// reservation.
 	s.reserved += n
 	s.reservedMiB += n * src.memoryMiB
-	return ready, nil
+	s.holdLocked(a, 1)
+	return ready, func() { s.release(a) }, nil
 }
 
-func (s *Service) release(n, memoryMiB int) {
+func (s *Service) release(a ask) {
 	s.mu.Lock()
-	s.reserved -= n
-	s.reservedMiB -= n * memoryMiB
+	s.reserved -= a.n
+	s.reservedMiB -= a.n * int(a.memoryMiB)
+	s.holdLocked(a, -1)
 	s.mu.Unlock()
 	s.kickPool() // a pool may have waited for the memory
 }
@@ -473,7 +500,7 @@ func (s *Service) launch(ctx context.Context, src source, status string, ttl tim
 		ID: newID(), Status: StatusCreating, Backend: s.cfg.Runtime.Name(), Image: src.imageID,
 		SnapshotTag: src.snapshotTag, CPUs: src.cpus, MemoryMiB: src.memoryMiB, TokenHash: tokenHash,
 		CreatedAt: now, ExpiresAt: now.Add(ttl), Limits: src.limits, NetworkJSON: encodePolicy(src.network),
-		Meta: src.meta, Lifecycle: src.lifecycle,
+		Meta: src.meta, Lifecycle: src.lifecycle, Tenant: src.tenant,
 	}
 	// The record comes first so that a daemon killed mid-start finds it and
 	// cleans up after itself.

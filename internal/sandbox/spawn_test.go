@@ -70,11 +70,11 @@ func TestCreate(t *testing.T) {
 				if strings.Contains(rec.TokenHash, info.Token) {
 					t.Error("the store holds the token itself")
 				}
-				if got, err := e.svc.Get(info.ID); err != nil || got.Token != "" || got.ID != info.ID {
+				if got, err := e.svc.Get(context.Background(), info.ID); err != nil || got.Token != "" || got.ID != info.ID {
 					t.Errorf("Get = %+v, %v; want the sandbox without its token", got, err)
 				}
 			}
-			if got, want := ids(e.svc.List()), ids(infos); !slices.Equal(got, want) {
+			if got, want := ids(e.svc.List(context.Background())), ids(infos); !slices.Equal(got, want) {
 				t.Errorf("List = %v, want %v", got, want)
 			}
 			if got := e.svc.Stats().Created.Load(); got != int64(tc.wantN) {
@@ -241,7 +241,7 @@ func TestCreateCommitsAtOnce(t *testing.T) {
 		recs, err = e.st.Sandboxes(testCtx(t))
 		return err == nil && len(recs) == 2 && e.svc.Stats().Created.Load() == 1
 	})
-	if got := e.svc.List(); len(got) != 0 {
+	if got := e.svc.List(context.Background()); len(got) != 0 {
 		t.Errorf("listed before the call answered: %+v", got)
 	}
 	for _, r := range recs {
@@ -259,7 +259,7 @@ func TestCreateCommitsAtOnce(t *testing.T) {
 	if got := e.rt.IDs(); len(got) != 0 {
 		t.Errorf("after recovery the runtime holds %v", got)
 	}
-	if got := next.List(); len(got) != 0 {
+	if got := next.List(context.Background()); len(got) != 0 {
 		t.Errorf("after recovery: %+v", got)
 	}
 	if err := <-done; err == nil {
@@ -346,7 +346,7 @@ func TestSpawnFromSnapshot(t *testing.T) {
 			t.Errorf("exec = %q", got)
 		}
 	}
-	if sn, _ := e.svc.Snapshot("base"); sn.Children != 2 {
+	if sn, _ := e.svc.Snapshot(context.Background(), "base"); sn.Children != 2 {
 		t.Errorf("Children = %d, want 2", sn.Children)
 	}
 

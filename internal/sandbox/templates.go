@@ -61,19 +61,21 @@ func (s *Service) ImageID(name string) (string, error) {
 
 // Spawnable reports whether a snapshot exists, is complete and was saved
 // by this version of the runtime: a step cache that can be built on.
-func (s *Service) Spawnable(tag string) bool {
-	sn, err := s.snapshot(tag)
+func (s *Service) Spawnable(ctx context.Context, tag string) bool {
+	sn, err := s.snapshot(ctx, tag)
 	return err == nil && !s.stale(sn) && sn.files.Disk+sn.files.Rootfs != ""
 }
 
 // StartBuilder starts a sandbox from a snapshot to run a build's steps in,
 // under the build's egress policy (nil: the snapshot's).
 func (s *Service) StartBuilder(ctx context.Context, tag string, network *netpolicy.Policy) (*Sandbox, error) {
-	infos, err := s.Create(ctx, CreateOptions{SnapshotTag: tag, TTL: s.cfg.Limits.MaxTTL, Network: network})
+	// As long as its tenant's quota lets a sandbox live.
+	ttl := quotaTTL(ctx, s.cfg.Limits.MaxTTL)
+	infos, err := s.Create(ctx, CreateOptions{SnapshotTag: tag, TTL: ttl, Network: network})
 	if err != nil {
 		return nil, err
 	}
-	sb, err := s.Open(infos[0].ID, infos[0].Token)
+	sb, err := s.Open(ctx, infos[0].ID, infos[0].Token)
 	if err != nil {
 		s.Delete(context.WithoutCancel(ctx), infos[0].ID)
 		return nil, err
@@ -174,6 +176,10 @@ func (sb *Sandbox) SaveStep(ctx context.Context, o StepSave) (SnapshotInfo, erro
 			return SnapshotInfo{}, err
 		}
 	}
+	owner := snapshotOwner(ctx) // as the build's first step's
+	if err := s.checkDiskQuota(ctx, owner, fmt.Sprintf("template step %q", o.Tag)); err != nil {
+		return SnapshotInfo{}, err
+	}
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
 		return SnapshotInfo{}, err
@@ -184,7 +190,7 @@ func (sb *Sandbox) SaveStep(ctx context.Context, o StepSave) (SnapshotInfo, erro
 		return SnapshotInfo{}, err
 	}
 	depth := 1
-	if p, err := s.snapshot(b.rec.SnapshotTag); err == nil {
+	if p, err := s.snapshot(context.Background(), b.rec.SnapshotTag); err == nil { // its own parent
 		depth = p.rec.Depth + 1
 	}
 	b.mu.Lock()
@@ -192,7 +198,7 @@ func (sb *Sandbox) SaveStep(ctx context.Context, o StepSave) (SnapshotInfo, erro
 	b.mu.Unlock()
 	rec := store.Snapshot{Tag: o.Tag, Parent: b.rec.SnapshotTag, Depth: depth, Backend: s.cfg.Runtime.Name(),
 		Image: b.rec.Image, CPUs: b.rec.CPUs, MemoryMiB: b.rec.MemoryMiB, Limits: b.rec.Limits,
-		NetworkJSON: encodePolicy(network), Meta: meta}
+		NetworkJSON: encodePolicy(network), Meta: meta, Tenant: owner}
 	if o.Final {
 		// The final save stops the builder for good (as a snapshot
 		// build's does): its runtime process ending then is no death.
@@ -222,7 +228,7 @@ func (s *Service) PublishSnapshot(ctx context.Context, from, to string, pool int
 	if pool > 64 {
 		return SnapshotInfo{}, invalidf("pool_size must be at most 64")
 	}
-	if old, err := s.Snapshot(to); err == nil {
+	if old, err := s.Snapshot(ctx, to); err == nil {
 		if old.Children > 0 {
 			return SnapshotInfo{}, fmt.Errorf("%w: %d live sandboxes were spawned from %q: kill them first", ErrConflict, old.Children, to)
 		}

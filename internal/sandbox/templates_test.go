@@ -1,6 +1,7 @@
 package sandbox
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -26,8 +27,8 @@ func TestTemplateSteps(t *testing.T) {
 	if _, err := e.svc.BuildStepBase(ctx, BuildOptions{Tag: "tmpl.step-01", Warm: "true"}); err != nil {
 		t.Fatal(err)
 	}
-	if !e.svc.Spawnable("tmpl.step-01") || len(e.svc.Snapshots()) != 0 {
-		t.Fatalf("step: spawnable %v, listed %v", e.svc.Spawnable("tmpl.step-01"), e.svc.Snapshots())
+	if !e.svc.Spawnable(context.Background(), "tmpl.step-01") || len(e.svc.Snapshots(context.Background())) != 0 {
+		t.Fatalf("step: spawnable %v, listed %v", e.svc.Spawnable(context.Background(), "tmpl.step-01"), e.svc.Snapshots(context.Background()))
 	}
 	sb, err := e.svc.StartBuilder(ctx, "tmpl.step-01", nil)
 	if err != nil {
@@ -56,15 +57,15 @@ func TestTemplateSteps(t *testing.T) {
 	if si.Tag != "tmpl" || si.Cwd != "/" || envMap(si.EnvJSON)["A"] != "1" || si.TokenHash != "" {
 		t.Errorf("published %+v", si)
 	}
-	if l := e.svc.Snapshots(); len(l) != 1 || l[0].Tag != "tmpl" {
+	if l := e.svc.Snapshots(context.Background()); len(l) != 1 || l[0].Tag != "tmpl" {
 		t.Errorf("listed %v", l)
 	}
 	// After a restart the published snapshot is there under its name.
 	e.restart(t)
-	if _, err := e.svc.Snapshot("tmpl"); err != nil {
+	if _, err := e.svc.Snapshot(context.Background(), "tmpl"); err != nil {
 		t.Errorf("after a restart: %v", err)
 	}
-	if _, err := e.svc.Snapshot("tmpl.build-aa"); !errors.Is(err, ErrNotFound) {
+	if _, err := e.svc.Snapshot(context.Background(), "tmpl.build-aa"); !errors.Is(err, ErrNotFound) {
 		t.Errorf("the build's tag after a restart: %v", err)
 	}
 }

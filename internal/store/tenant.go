@@ -1,5 +1,10 @@
 package store
 
+import (
+	"context"
+	"fmt"
+)
+
 // tenantMigrations give every record the tenant it belongs to. A database
 // made before tenants existed holds only the default tenant's things, which
 // is what the column's default says; each fails harmlessly ("duplicate
@@ -17,4 +22,17 @@ func tenantOrDefault(t string) string {
 		return "default"
 	}
 	return t
+}
+
+// SetSnapshotTenant gives a snapshot another owner: the daemon's golden
+// snapshot, saved before tenants existed, becomes shared.
+func (s *Store) SetSnapshotTenant(ctx context.Context, tag, tenant string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE snapshots SET tenant = ? WHERE tag = ?`, tenantOrDefault(tenant), tag)
+	if err != nil {
+		return fmt.Errorf("store: set the tenant of snapshot %s: %w", tag, err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return fmt.Errorf("store: snapshot %s: %w", tag, ErrNotFound)
+	}
+	return nil
 }

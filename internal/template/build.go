@@ -18,6 +18,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 )
 
 // Config configures a Manager.
@@ -205,19 +206,31 @@ func (m *Manager) Build(ctx context.Context, o BuildOptions) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
+	// Names are one namespace, as snapshot tags are: another tenant's
+	// template is a taken name, whose owner is not said.
+	if hadPrev && !tenant.CanSee(ctx, prev.Tenant) {
+		return Info{}, fmt.Errorf("%w: template %q exists: pick another name", sandbox.ErrConflict, o.Name)
+	}
+	if hadPrev && !tenant.CanChange(ctx, prev.Tenant) {
+		return Info{}, fmt.Errorf("%w: template %q is the daemon's, shared by every tenant: only an admin key may rebuild it", sandbox.ErrForbidden, o.Name)
+	}
 	b.prev = prev
+	owner := tenant.Owner(ctx, tenant.Shared)
+	if hadPrev {
+		owner = prev.Tenant // an admin's rebuild keeps its owner
+	}
 	rec := store.Template{Name: o.Name, Base: plan.From, Image: imageID,
-		Digest: "sha256:" + hex.EncodeToString(sha256Sum(o.Dockerfile)), Key: b.finalKey}
-	if hadPrev && prev.Key == b.finalKey && m.svc.Spawnable(o.Name) {
+		Digest: "sha256:" + hex.EncodeToString(sha256Sum(o.Dockerfile)), Key: b.finalKey, Tenant: owner}
+	if hadPrev && prev.Key == b.finalKey && m.svc.Spawnable(ctx, o.Name) {
 		b.reportAllCached()
 		info, err := m.Get(ctx, o.Name)
 		info.Cached = true
 		return info, err
 	}
-	if _, err := m.svc.Snapshot(o.Name); err == nil && !hadPrev {
+	if _, err := m.svc.Snapshot(context.Background(), o.Name); err == nil && !hadPrev { // anyone's: tags are one namespace
 		return Info{}, fmt.Errorf("%w: snapshot %q exists and is not a template: delete it or pick another name", sandbox.ErrConflict, o.Name)
 	}
-	if si, err := m.svc.Snapshot(o.Name); err == nil && si.Children > 0 {
+	if si, err := m.svc.Snapshot(ctx, o.Name); err == nil && si.Children > 0 {
 		return Info{}, fmt.Errorf("%w: %d live sandboxes were spawned from template %q: kill them before rebuilding it", sandbox.ErrConflict, si.Children, o.Name)
 	}
 	if err := b.run(ctx); err != nil {

@@ -7,6 +7,7 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/internal/tenant"
 )
 
 func decodeSteps(v string) []StepRecord {
@@ -17,11 +18,11 @@ func decodeSteps(v string) []StepRecord {
 	return out
 }
 
-func (m *Manager) info(t store.Template) Info {
+func (m *Manager) info(ctx context.Context, t store.Template) Info {
 	steps := decodeSteps(t.StepsJSON)
 	i := Info{Name: t.Name, Base: t.Base, Image: t.Image, Digest: t.Digest, Steps: steps,
 		BuildTime: t.BuildTime, CreatedAt: t.CreatedAt}
-	if si, err := m.svc.Snapshot(t.Name); err == nil {
+	if si, err := m.svc.Snapshot(ctx, t.Name); err == nil {
 		i.Snapshot = &si
 		i.SizeBytes = si.SizeBytes
 	}
@@ -35,7 +36,8 @@ func (m *Manager) info(t store.Template) Info {
 	return i
 }
 
-// List describes every template, by name.
+// List describes every template ctx's caller may see (its tenant's and the
+// shared ones; tenant.CanSee), by name.
 func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	recs, err := m.cfg.Store.Templates(ctx)
 	if err != nil {
@@ -43,7 +45,9 @@ func (m *Manager) List(ctx context.Context) ([]Info, error) {
 	}
 	out := make([]Info, 0, len(recs))
 	for _, t := range recs {
-		out = append(out, m.info(t))
+		if tenant.CanSee(ctx, t.Tenant) {
+			out = append(out, m.info(ctx, t))
+		}
 	}
 	return out, nil
 }
@@ -54,10 +58,10 @@ func (m *Manager) Get(ctx context.Context, name string) (Info, error) {
 	if err != nil {
 		return Info{}, err
 	}
-	if !ok {
+	if !ok || !tenant.CanSee(ctx, t.Tenant) { // another tenant's is not there, to this caller
 		return Info{}, fmt.Errorf("template %q: %w", name, sandbox.ErrNotFound)
 	}
-	return m.info(t), nil
+	return m.info(ctx, t), nil
 }
 
 // Delete removes a template: its snapshot (with its warm pool) and its
@@ -71,7 +75,12 @@ func (m *Manager) Delete(ctx context.Context, name string) error {
 	if _, err := m.Get(ctx, name); err != nil {
 		return err
 	}
-	if si, err := m.svc.Snapshot(name); err == nil {
+	if t, _, err := m.cfg.Store.GetTemplate(ctx, name); err != nil {
+		return err
+	} else if !tenant.CanChange(ctx, t.Tenant) {
+		return fmt.Errorf("%w: template %q is the daemon's, shared by every tenant: only an admin key may delete it", sandbox.ErrForbidden, name)
+	}
+	if si, err := m.svc.Snapshot(ctx, name); err == nil {
 		if si.Children > 0 {
 			return fmt.Errorf("%w: %d live sandboxes were spawned from template %q: kill them first", sandbox.ErrConflict, si.Children, name)
 		}
@@ -101,7 +110,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 		return ctx.Err()
 	}
 	// A builder that outlived its build runs from a step's cache.
-	for _, sb := range m.svc.List() {
+	for _, sb := range m.svc.List(ctx) {
 		if sandbox.HiddenTag(sb.SnapshotTag) {
 			m.log.Info("removing the builder of an unfinished template build", "id", sb.ID)
 			if err := m.svc.Delete(ctx, sb.ID); err != nil {
@@ -115,7 +124,7 @@ func (m *Manager) Recover(ctx context.Context) error {
 	}
 	keep := map[string]bool{}
 	for _, t := range recs {
-		if _, err := m.svc.Snapshot(t.Name); err != nil {
+		if _, err := m.svc.Snapshot(ctx, t.Name); err != nil {
 			m.log.Warn("template lost its snapshot; dropping it", "name", t.Name)
 			if err := m.cfg.Store.DeleteTemplate(ctx, t.Name); err != nil {
 				return err

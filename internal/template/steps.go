@@ -102,7 +102,7 @@ func (b *build) run(ctx context.Context) error {
 	}()
 	svc := b.m.svc
 	last := b.base.tag
-	cached := svc.Spawnable(last)
+	cached := svc.Spawnable(ctx, last)
 	b.announce(1, b.base, cached)
 	if !cached {
 		if err := b.buildBase(ctx); err != nil {
@@ -110,7 +110,7 @@ func (b *build) run(ctx context.Context) error {
 		}
 	}
 	for i, p := range b.steps {
-		if cached && (p.tag == "" || svc.Spawnable(p.tag)) {
+		if cached && (p.tag == "" || svc.Spawnable(ctx, p.tag)) {
 			b.announce(i+2, p, true)
 			if p.tag != "" {
 				last = p.tag
@@ -143,7 +143,7 @@ func (b *build) run(ctx context.Context) error {
 // step's cache.
 func (b *build) buildBase(ctx context.Context) error {
 	svc := b.m.svc
-	if _, err := svc.Snapshot(b.base.tag); err == nil {
+	if _, err := svc.Snapshot(ctx, b.base.tag); err == nil {
 		svc.DeleteSnapshot(ctx, b.base.tag) // stale: saved by another runtime version
 	}
 	_, err := svc.BuildStepBase(ctx, sandbox.BuildOptions{Tag: b.base.tag, Image: b.imageName, Warm: "true",
@@ -170,7 +170,7 @@ func (b *build) ensureBuilder(ctx context.Context, from string) error {
 // save keeps the builder's state as a step's cache; it keeps running.
 func (b *build) save(ctx context.Context, tag string) error {
 	svc := b.m.svc
-	if _, err := svc.Snapshot(tag); err == nil {
+	if _, err := svc.Snapshot(ctx, tag); err == nil {
 		svc.DeleteSnapshot(ctx, tag) // there, but not spawnable: stale
 	}
 	if _, err := b.builder.SaveStep(ctx, sandbox.StepSave{Tag: tag}); err != nil {

@@ -107,7 +107,7 @@ func (e *env) create(ctx context.Context, cpus, mem int) sandbox.Info {
 
 func (e *env) exec(info sandbox.Info, n int) {
 	e.t.Helper()
-	sb, err := e.svc.Open(info.ID, info.Token)
+	sb, err := e.svc.Open(context.Background(), info.ID, info.Token)
 	if err != nil {
 		e.t.Fatal(err)
 	}
@@ -264,7 +264,7 @@ func TestMeterDeath(t *testing.T) {
 	e.rt.Kill(a.ID, runtime.Exit{Detail: "killed by the test"})
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if info, _ := e.svc.Get(a.ID); info.Status == sandbox.StatusDead {
+		if info, _ := e.svc.Get(context.Background(), a.ID); info.Status == sandbox.StatusDead {
 			break
 		}
 		if time.Now().After(deadline) {
