@@ -293,6 +293,8 @@ func errStatus(err error) (int, string) {
 		return http.StatusConflict, apitype.CodeConflict
 	case errors.Is(err, sandbox.ErrLimit):
 		return http.StatusTooManyRequests, apitype.CodeLimit
+	case errors.Is(err, sandbox.ErrQuota):
+		return http.StatusTooManyRequests, apitype.CodeQuota
 	case errors.Is(err, sandbox.ErrTooLarge):
 		return http.StatusRequestEntityTooLarge, apitype.CodeTooLarge
 	case errors.Is(err, sandbox.ErrNoSpace):

@@ -32,6 +32,9 @@ func (s *Server) explain(ctx context.Context, err error, sandboxID string) error
 				"or create_sandbox for a new one", sandboxID)
 		}
 		return fmt.Errorf("%v. Check the name or path (list_files shows what exists in a sandbox, list_snapshots the snapshots)", err)
+	case errors.Is(err, client.ErrQuota):
+		return fmt.Errorf("%v. This key's tenant is at its quota: kill sandboxes or delete snapshots you no longer need "+
+			"(list_sandboxes, kill_sandbox), or ask with less (fewer sandboxes, cpus, memory or a shorter ttl_secs); get_usage shows what is left", err)
 	case errors.Is(err, client.ErrLimit):
 		return fmt.Errorf("%v. Kill sandboxes you no longer need (list_sandboxes, then kill_sandbox), or see get_usage for the limits", err)
 	case errors.Is(err, client.ErrConflict):

@@ -75,6 +75,23 @@ func (s *Service) checkQuotaLocked(a ask) error {
 	return nil
 }
 
+// reservation is what a create holds while its sandboxes start.
+type reservation struct {
+	a ask
+	// held says a is still held against its tenant's quotas: the commit
+	// that lists the sandboxes lets go of it in the same critical section,
+	// so they are never counted twice. Guarded by Service.mu.
+	held bool
+}
+
+// unholdLocked lets go of r's hold on its tenant's quotas, once.
+func (s *Service) unholdLocked(r *reservation) {
+	if r != nil && r.held {
+		r.held = false
+		s.holdLocked(r.a, -1)
+	}
+}
+
 // holdLocked adds (or with sign -1 gives back) a's reservation.
 func (s *Service) holdLocked(a ask, sign int) {
 	if a.tenant == "" {

@@ -141,11 +141,11 @@ func (s *Service) buildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 		return SnapshotInfo{}, err
 	}
 	defer release()
-	_, done, err := s.reserve(ctx, 1, src, false)
+	_, res, err := s.reserve(ctx, 1, src, false)
 	if err != nil {
 		return SnapshotInfo{}, err
 	}
-	defer done()
+	defer s.release(res)
 
 	b, err := s.launch(ctx, src, StatusBuilding, time.Hour, "")
 	if err != nil {
@@ -215,9 +215,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	if err := checkTTLQuota(ctx, o.TTL); err != nil {
 		return BranchResult{}, err
 	}
-	if l := tenant.LimitsOf(ctx); l.MaxSpawnN > 0 && o.N > l.MaxSpawnN { // before the save, which the children's create would check after
-		return BranchResult{}, quotaErr("max_spawn_n", int64(l.MaxSpawnN), b.owner(), "this asks for %d children in one call; ask for at most %d or ask an admin for a larger quota", o.N, l.MaxSpawnN)
-	}
+
 	if o.Tag == "" {
 		o.Tag = id + "-" + randhex.New(3)
 	}
@@ -240,6 +238,17 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	owner := b.owner()
 	if err := s.checkDiskQuota(ctx, owner, fmt.Sprintf("snapshot %q", o.Tag)); err != nil {
 		return BranchResult{}, err
+	}
+	// The children's quotas before the save, which their create checks
+	// again (and holds) after it: a branch refused for them saves nothing.
+	if o.N > 0 {
+		s.mu.Lock()
+		err := s.checkQuotaLocked(ask{tenant: owner, limits: tenant.LimitsOf(ctx), n: o.N, cpus: b.rec.CPUs,
+			memoryMiB: int64(b.rec.MemoryMiB), spawn: true})
+		s.mu.Unlock()
+		if err != nil {
+			return BranchResult{}, err
+		}
 	}
 	release, err := s.claimTag(o.Tag)
 	if err != nil {
@@ -273,7 +282,7 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 		out.Children, err = s.create(ctx, CreateOptions{SnapshotTag: o.Tag, N: o.N, TTL: o.TTL, tenant: owner}, o.Tag)
 		if err != nil {
 			// The snapshot stays, as the error says.
-			if cerr := s.commit(context.WithoutCancel(ctx), nil, o.Tag); cerr != nil {
+			if cerr := s.commit(context.WithoutCancel(ctx), nil, o.Tag, nil); cerr != nil {
 				s.log.Warn("keep a branch's snapshot", "tag", o.Tag, "err", cerr)
 			}
 			return BranchResult{}, fmt.Errorf("snapshot %s saved, but spawning its children failed: %w", o.Tag, err)

@@ -136,11 +136,12 @@ func (s *Service) create(ctx context.Context, o CreateOptions, branch string) ([
 	}
 	src.checkMeta = o.User != "" || o.Cwd != ""
 	src.lifecycle = store.Lifecycle{AutoResume: o.AutoResume, OnExpiry: o.OnExpiry}
-	ready, done, err := s.reserve(ctx, o.N, src, true)
+	ready, res, err := s.reserve(ctx, o.N, src, true)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
+	defer s.release(res)
+	src.res = res
 	src.pooled = fromPool(ready)
 	return s.spawn(ctx, src, o.N, o.TTL, branch)
 }
@@ -207,7 +208,7 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 	wg.Wait()
 	err := errors.Join(errs...)
 	if err == nil {
-		err = s.commit(ctx, boxes, branch)
+		err = s.commit(ctx, boxes, branch, src.res)
 	}
 	if err != nil {
 		s.stats.Failures.Add(1)
@@ -230,7 +231,7 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 // branch's snapshot (if set) is no longer pending, in one store
 // transaction; only then are the sandboxes listed and reachable. Until it,
 // a restart destroys them: their records say creating (or pooled).
-func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error {
+func (s *Service) commit(ctx context.Context, boxes []*box, branch string, res *reservation) error {
 	recs := make([]store.Sandbox, len(boxes))
 	for i, b := range boxes {
 		b.mu.Lock()
@@ -248,6 +249,7 @@ func (s *Service) commit(ctx context.Context, boxes []*box, branch string) error
 		b.mu.Unlock()
 		s.boxes[b.rec.ID] = b
 	}
+	s.unholdLocked(res) // they count as live sandboxes now
 	if sn := s.snapshots[branch]; sn != nil {
 		sn.rec.Pending = false
 	}
@@ -304,6 +306,8 @@ type source struct {
 	lifecycle store.Lifecycle
 	// tenant owns them ("": none, a warm pool's until handed out).
 	tenant string
+	// res is the create's reservation, whose quota hold its commit drops.
+	res *reservation
 	// snap is the snapshot restored from, whose warm pool may hold ready
 	// sandboxes; nil for an image.
 	snap *snap
@@ -418,7 +422,7 @@ func (s *Service) handOut(ctx context.Context, b *box, p netpolicy.Policy, token
 // sandboxes against them too, so concurrent calls cannot overshoot; spawn
 // says the call makes sandboxes (max_spawn_n applies). done gives it all
 // back.
-func (s *Service) reserve(ctx context.Context, n int, src source, spawn bool) (ready []*box, done func(), err error) {
+func (s *Service) reserve(ctx context.Context, n int, src source, spawn bool) (ready []*box, res *reservation, err error) {
 	// Taking from a pool, or finding it empty, is when it may need
 	// refilling.
 	defer s.kickPool()
@@ -447,14 +451,15 @@ func (s *Service) reserve(ctx context.Context, n int, src source, spawn bool) (r
 	s.reserved += n
 	s.reservedMiB += n * src.memoryMiB
 	s.holdLocked(a, 1)
-	return ready, func() { s.release(a) }, nil
+	return ready, &reservation{a: a, held: true}, nil
 }
 
-func (s *Service) release(a ask) {
+// release gives back what reserve held.
+func (s *Service) release(r *reservation) {
 	s.mu.Lock()
-	s.reserved -= a.n
-	s.reservedMiB -= a.n * int(a.memoryMiB)
-	s.holdLocked(a, -1)
+	s.reserved -= r.a.n
+	s.reservedMiB -= r.a.n * int(r.a.memoryMiB)
+	s.unholdLocked(r)
 	s.mu.Unlock()
 	s.kickPool() // a pool may have waited for the memory
 }

@@ -60,6 +60,9 @@ const (
 	CodeBadGateway = "bad_gateway"
 	// CodeNoSpace (507): the daemon's disk is full; nothing was saved.
 	CodeNoSpace = "insufficient_storage"
+	// CodeQuota (429): the call would take the key's tenant past one of
+	// its quotas, which the message names with its value; nothing was made.
+	CodeQuota = "quota_exceeded"
 )
 
 // CreateSandboxRequest is the body of POST /v1/sandboxes.

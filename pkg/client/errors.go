@@ -56,6 +56,9 @@ var (
 	ErrBadGateway = &Error{Status: http.StatusBadGateway, Code: apitype.CodeBadGateway, Message: "bad gateway"}
 	// ErrNoSpace is a save refused because the daemon's disk is full.
 	ErrNoSpace = &Error{Status: http.StatusInsufficientStorage, Code: apitype.CodeNoSpace, Message: "insufficient storage"}
+	// ErrQuota is a call refused by its key's tenant's quota (a 429, so
+	// ErrLimit matches it too); matched by its code alone.
+	ErrQuota = &Error{Code: apitype.CodeQuota, Message: "quota exceeded"}
 )
 
 // sentinels are the errors above, by the codes they stand for.
