@@ -266,7 +266,12 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		Version: version, Logger: log,
 	})
 	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(), Audit: audit,
-		Usage:   usageMeter,
+		Usage: usageMeter,
+		// The disk a tenant's snapshots, templates, checkpoints and paused
+		// sandboxes take, as its max_disk_mib quota counts it.
+		UsageQuotas: api.UsageQuotas{DiskMiB: func(ctx context.Context, tenantName string) (int64, bool) {
+			return svc.TenantUse(ctx, tenantName).DiskMiB, true
+		}},
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort,
 		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage, MaxBytes: f.maxImportMiB << 20}})
 	newServer := func(handler http.Handler) *http.Server {
