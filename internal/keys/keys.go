@@ -66,7 +66,7 @@ type Store interface {
 // Config configures a Manager.
 type Config struct {
 	Store Store
-	// Bootstrap is the daemon's own key, from its token file.
+	// Bootstrap is the daemon's own key, from its token file ("": none).
 	Bootstrap string
 	Logger    *slog.Logger
 	// Now is the clock (nil: time.Now).
@@ -109,9 +109,6 @@ type Manager struct {
 
 // New loads the live keys from the store.
 func New(ctx context.Context, cfg Config) (*Manager, error) {
-	if cfg.Bootstrap == "" {
-		return nil, fmt.Errorf("keys: %w: no bootstrap key", ErrInvalid)
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
