@@ -64,7 +64,7 @@ func TestMetricsObservability(t *testing.T) {
 
 	if e := findAudit(t, filepath.Join(d.stateDir(), "audit.log"), reqID); e == nil {
 		t.Errorf("the audit log has no line with request id %s", reqID)
-	} else if e["route"] != "POST /v1/sandboxes" || e["status"] != float64(201) || e["sandbox_id"] != sb.id || e["who"] != "api_key" {
+	} else if e["route"] != "POST /v1/sandboxes" || e["status"] != float64(201) || e["sandbox_id"] != sb.id || e["who"] != "bootstrap@default" {
 		t.Errorf("the create's audit line: %v", e)
 	}
 

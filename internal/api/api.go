@@ -4,7 +4,6 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -13,10 +12,10 @@ import (
 	"math"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/cgroup"
+	"github.com/cove-sandbox/cove/internal/keys"
 	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/obs"
 	"github.com/cove-sandbox/cove/internal/preview"
@@ -28,7 +27,11 @@ import (
 // Config configures the API.
 type Config struct {
 	Service *sandbox.Service
+	// APIKey is the daemon's own key (its token file): the bootstrap
+	// admin key of the default tenant. Keys, if set, resolves it and every
+	// key made with POST /v1/keys; nil: APIKey alone opens the API.
 	APIKey  string
+	Keys    *keys.Manager
 	Version string
 	// Info describes the daemon for GET /v1/info.
 	Info   func(ctx context.Context) apitype.Info
@@ -78,6 +81,9 @@ type Server struct {
 	svc *sandbox.Service
 	log *slog.Logger
 	mux *http.ServeMux
+	// keys resolves API keys; every authenticated request runs under a
+	// context its key's revocation cancels.
+	keys *keys.Manager
 
 	metrics *obs.Metrics
 }
@@ -95,7 +101,10 @@ func New(cfg Config) *Server {
 	if cfg.BodyIdleTimeout <= 0 {
 		cfg.BodyIdleTimeout = defaultBodyIdle
 	}
-	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics}
+	s := &Server{cfg: cfg, svc: cfg.Service, log: cfg.Logger, mux: http.NewServeMux(), metrics: cfg.Metrics, keys: cfg.Keys}
+	if s.keys == nil {
+		s.keys = newKeys(cfg.APIKey)
+	}
 	if s.metrics == nil {
 		s.metrics = obs.NewMetrics(s.gauges())
 	}
@@ -147,6 +156,7 @@ func (s *Server) routes() {
 	s.pauseRoutes(m)
 	s.sandboxMetricsRoutes(m)
 	s.usageRoutes(m)
+	s.keyRoutes(m)
 	m.HandleFunc("POST /v1/sandboxes/{id}/ports", s.data(s.exposePort))
 	m.HandleFunc("GET /v1/sandboxes/{id}/ports", s.data(s.listPorts))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}/ports/{port}", s.data(s.unexposePort))
@@ -199,23 +209,6 @@ func (s *Server) recoverPanic(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.ErrorContext(r.Context(), "handler panic", "method", r.Method, "path", r.URL.Path, "panic", v)
 	writeError(w, http.StatusInternalServerError, apitype.CodeInternal, "internal error")
-}
-
-// auth requires the API key.
-func (s *Server) auth(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-		if !ok || key == "" {
-			writeError(w, http.StatusUnauthorized, apitype.CodeUnauthorized,
-				"missing API key: send 'Authorization: Bearer <key>' (the daemon writes its key to its token file, /etc/cove/token by default)")
-			return
-		}
-		if subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) != 1 {
-			writeError(w, http.StatusUnauthorized, apitype.CodeUnauthorized, "wrong API key")
-			return
-		}
-		h(w, r)
-	}
 }
 
 // data requires the API key and the sandbox's own token, and hands the

@@ -51,13 +51,6 @@ type testServer struct {
 // newServer starts the API over a fresh service; opts adjust its Config.
 func newServer(t *testing.T, opts ...func(*Config)) *testServer {
 	t.Helper()
-	return newWrappedServer(t, nil, opts...)
-}
-
-// newWrappedServer is newServer with the API's handler behind wrap (nil:
-// none), such as a stand-in for the key lookup.
-func newWrappedServer(t *testing.T, wrap func(http.Handler) http.Handler, opts ...func(*Config)) *testServer {
-	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	st, err := store.Open(ctx, filepath.Join(t.TempDir(), "cove.db"))
@@ -88,9 +81,6 @@ func newWrappedServer(t *testing.T, wrap func(http.Handler) http.Handler, opts .
 		o(&cfg)
 	}
 	srv.Config.Handler = New(cfg)
-	if wrap != nil {
-		srv.Config.Handler = wrap(srv.Config.Handler)
-	}
 	srv.Start()
 	t.Cleanup(srv.Close)
 	return &testServer{url: srv.URL, svc: svc, rt: rt, net: fnet, cfg: cfg}

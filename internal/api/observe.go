@@ -2,13 +2,12 @@ package api
 
 import (
 	"context"
-	"crypto/subtle"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/obs"
 	"github.com/cove-sandbox/cove/internal/sandbox"
+	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -18,6 +17,7 @@ type obsWriter struct {
 	http.ResponseWriter
 	req    *obs.Request
 	status int
+	who    *tenant.Principal // set by auth
 }
 
 func (w *obsWriter) WriteHeader(status int) {
@@ -57,7 +57,7 @@ func (s *Server) observe(w http.ResponseWriter, r *http.Request, next http.Handl
 		}
 		s.metrics.ObserveRequest(r.Pattern, req.Op, status, req.Code, d)
 		if s.cfg.Audit != nil && mutating(r.Method) {
-			s.writeAudit(r, req, status, d)
+			s.writeAudit(r, req, ow, status, d)
 		}
 	}()
 	next.ServeHTTP(ow, r)
@@ -72,13 +72,13 @@ func mutating(method string) bool {
 	return true
 }
 
-func (s *Server) writeAudit(r *http.Request, req *obs.Request, status int, d time.Duration) {
+func (s *Server) writeAudit(r *http.Request, req *obs.Request, ow *obsWriter, status int, d time.Duration) {
 	id := r.PathValue("id")
 	if id == "" {
 		id = req.SandboxID
 	}
 	e := obs.AuditEntry{
-		Time: time.Now().UTC(), RequestID: req.ID, Who: s.who(r), Method: r.Method, Route: r.Pattern,
+		Time: time.Now().UTC(), RequestID: req.ID, Who: who(r, ow.who), Method: r.Method, Route: r.Pattern,
 		SandboxID: id, Status: status, Code: req.Code, DurationMs: float64(d.Microseconds()) / 1000, Remote: r.RemoteAddr,
 	}
 	if e.Route == "" {
@@ -89,16 +89,19 @@ func (s *Server) writeAudit(r *http.Request, req *obs.Request, status int, d tim
 	}
 }
 
-// who names the credentials a request carried, never their values.
-func (s *Server) who(r *http.Request) string {
-	key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
-	if !ok || subtle.ConstantTimeCompare([]byte(key), []byte(s.cfg.APIKey)) != 1 {
+// who names the credentials a request carried, never their values: the
+// key's id and tenant ("key-0123456789ab@acme", "bootstrap@default"),
+// with "+sandbox_token" when it carried a sandbox's token too, or
+// "anonymous" when no key let it in.
+func who(r *http.Request, p *tenant.Principal) string {
+	if p == nil {
 		return "anonymous"
 	}
+	w := p.KeyID + "@" + p.Tenant
 	if sandboxToken(r) != "" {
-		return "api_key+sandbox_token"
+		w += "+sandbox_token"
 	}
-	return "api_key"
+	return w
 }
 
 // noteError records an error answer's code on w's request, and returns

@@ -107,8 +107,8 @@ func TestAuditLog(t *testing.T) {
 		t.Fatalf("%d audit lines, want 3 (create, exec, refused delete): %+v", len(lines), lines)
 	}
 	want := []obs.AuditEntry{
-		{RequestID: "create-1", Who: "api_key", Method: "POST", Route: "POST /v1/sandboxes", SandboxID: sb.ID, Status: 201},
-		{Who: "api_key+sandbox_token", Method: "POST", Route: "POST /v1/sandboxes/{id}/exec", SandboxID: sb.ID, Status: 200},
+		{RequestID: "create-1", Who: "bootstrap@default", Method: "POST", Route: "POST /v1/sandboxes", SandboxID: sb.ID, Status: 201},
+		{Who: "bootstrap@default+sandbox_token", Method: "POST", Route: "POST /v1/sandboxes/{id}/exec", SandboxID: sb.ID, Status: 200},
 		{Who: "anonymous", Method: "DELETE", Route: "DELETE /v1/sandboxes/{id}", SandboxID: sb.ID, Status: 401, Code: apitype.CodeUnauthorized},
 	}
 	for i, w := range want {

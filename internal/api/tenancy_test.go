@@ -6,42 +6,23 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
-
-// asTenant stands in for the key lookup (internal/keys): a request's
-// X-Test-Tenant and X-Test-Limits (JSON) become its principal, as a key of
-// that tenant would.
-func asTenant(h http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t := r.Header.Get("X-Test-Tenant"); t != "" {
-			p := tenant.Principal{KeyID: "key-" + t, Tenant: t}
-			if l := r.Header.Get("X-Test-Limits"); l != "" {
-				if err := json.Unmarshal([]byte(l), &p.Limits); err != nil {
-					http.Error(w, err.Error(), http.StatusBadRequest)
-					return
-				}
-			}
-			r = r.WithContext(tenant.NewContext(r.Context(), p))
-		}
-		h.ServeHTTP(w, r)
-	})
-}
 
 // TestTenantNotFound: through the API, every call about another tenant's
 // sandbox or snapshot answers 404 not_found, as for an id that names
 // nothing, and a tenant lists only its own.
 func TestTenantNotFound(t *testing.T) {
-	s := newWrappedServer(t, asTenant)
-	acme, beta := hdr{"X-Test-Tenant": "acme"}, hdr{"X-Test-Tenant": "beta"}
+	s := newServer(t)
+	acme := bearerOf(s.createKey(t, `{"name":"a","tenant":"acme"}`).Key)
+	beta := bearerOf(s.createKey(t, `{"name":"b","tenant":"beta"}`).Key)
 	var made []apitype.SandboxInfo
 	s.call(t, "POST", "/v1/sandboxes", `{}`, acme, http.StatusCreated, &made)
 	sb := made[0]
-	s.call(t, "POST", "/v1/sandboxes/"+sb.ID+"/branch", `{"tag":"acme-snap"}`, hdr{"X-Test-Tenant": "acme", apitype.SandboxTokenHeader: sb.Token}, http.StatusCreated, nil)
+	s.call(t, "POST", "/v1/sandboxes/"+sb.ID+"/branch", `{"tag":"acme-snap"}`, hdr{"Authorization": acme["Authorization"], apitype.SandboxTokenHeader: sb.Token}, http.StatusCreated, nil)
 
 	with := func(h hdr) hdr {
-		out := hdr{"X-Test-Tenant": "beta", apitype.SandboxTokenHeader: sb.Token}
+		out := hdr{"Authorization": beta["Authorization"], apitype.SandboxTokenHeader: sb.Token}
 		for k, v := range h {
 			out[k] = v
 		}
@@ -97,8 +78,8 @@ func TestTenantNotFound(t *testing.T) {
 // TestQuotaExceeded: a quota's refusal is a 429 quota_exceeded whose
 // message names the quota and its value; nothing was made.
 func TestQuotaExceeded(t *testing.T) {
-	s := newWrappedServer(t, asTenant)
-	h := hdr{"X-Test-Tenant": "acme", "X-Test-Limits": `{"max_sandboxes":1,"max_spawn_n":5}`}
+	s := newServer(t)
+	h := bearerOf(s.createKey(t, `{"name":"a","tenant":"acme","max_sandboxes":1,"max_spawn_n":5}`).Key)
 	s.call(t, "POST", "/v1/sandboxes", `{}`, h, http.StatusCreated, nil)
 	for _, tt := range []struct{ body, want string }{
 		{`{}`, "quota max_sandboxes=1 of tenant acme: it holds 1, this asks for 1"},

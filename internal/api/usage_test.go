@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/keys"
 	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -28,11 +29,12 @@ func (f *fakeUsage) Report(_ context.Context, name string, from, to time.Time) (
 func (f *fakeUsage) TenantOf(string) (string, bool) { return "", false }
 
 func TestGetUsage(t *testing.T) {
-	acme := &tenant.Principal{KeyID: "k1", Tenant: "acme", Limits: tenant.Limits{MaxSandboxes: 5, MaxMemoryMiB: 2048}}
-	admin := &tenant.Principal{KeyID: "k0", Tenant: "ops", Admin: true}
+	km := newTestKeys(t, "key")
+	acme := mustKey(t, km, keys.CreateOptions{Name: "acme", Tenant: "acme", Limits: tenant.Limits{MaxSandboxes: 5, MaxMemoryMiB: 2048}})
+	admin := mustKey(t, km, keys.CreateOptions{Name: "ops", Tenant: "ops", Admin: true})
 	tests := []struct {
 		name       string
-		principal  *tenant.Principal
+		principal  string // its key; "": the daemon's
 		query      string
 		status     int
 		wantTenant string
@@ -63,17 +65,18 @@ func TestGetUsage(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			fu := &fakeUsage{}
-			srv := New(Config{APIKey: "key", Usage: fu, UsageQuotas: UsageQuotas{
+			srv := New(Config{APIKey: "key", Keys: km, Usage: fu, UsageQuotas: UsageQuotas{
 				Limits: func(_ context.Context, name string) (tenant.Limits, bool) {
 					return tenant.Limits{MaxVCPUs: 9}, name == "globex"
 				},
 				DiskMiB: func(_ context.Context, name string) (int64, bool) { return 42, name == "globex" },
 			}})
 			r := httptest.NewRequest(http.MethodGet, "/v1/usage"+tt.query, nil)
-			r.Header.Set("Authorization", "Bearer key")
-			if tt.principal != nil {
-				r = r.WithContext(tenant.NewContext(r.Context(), *tt.principal))
+			key := "key"
+			if tt.principal != "" {
+				key = tt.principal
 			}
+			r.Header.Set("Authorization", "Bearer "+key)
 			w := httptest.NewRecorder()
 			srv.ServeHTTP(w, r)
 			if w.Code != tt.status {

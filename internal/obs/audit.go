@@ -16,7 +16,7 @@ const DefaultAuditMaxBytes = 64 << 20
 type AuditEntry struct {
 	Time       time.Time `json:"time"`
 	RequestID  string    `json:"request_id"`
-	Who        string    `json:"who"` // "api_key", "api_key+sandbox_token" or "anonymous"
+	Who        string    `json:"who"` // "KEY-ID@TENANT", plus "+sandbox_token" if one was sent, or "anonymous"
 	Method     string    `json:"method"`
 	Route      string    `json:"route"`
 	SandboxID  string    `json:"sandbox_id,omitempty"`

@@ -92,7 +92,7 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// One writer at a time is all SQLite allows; a single connection keeps
 	// writers from spinning on SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema+templateSchema+checkpointsSchema+usageSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema+templateSchema+checkpointsSchema+usageSchema+keysSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
