@@ -412,3 +412,29 @@ func TestTenantScoping(t *testing.T) {
 		t.Errorf("an admin's delete of acme's snapshot: %v", err)
 	}
 }
+
+// TestEnsureSnapshotShares: a golden snapshot saved before tenants existed
+// (the default tenant's) is shared once the daemon ensures it at start,
+// so every tenant spawns from it.
+func TestEnsureSnapshotShares(t *testing.T) {
+	e := newEnv(t)
+	old := tenant.NewContext(testCtx(t), tenant.Principal{KeyID: "bootstrap", Tenant: tenant.Default, Admin: true})
+	if _, err := e.svc.BuildSnapshot(old, BuildOptions{Tag: "golden", Image: "default", Warm: "true"}); err != nil {
+		t.Fatal(err)
+	}
+	beta := as(testCtx(t), "beta", tenant.Limits{})
+	if _, err := e.svc.Snapshot(beta, "golden"); !errors.Is(err, ErrNotFound) {
+		t.Fatalf("the default tenant's snapshot to beta: %v, want not found", err)
+	}
+	builds := len(e.rt.Checkpoints())
+	if err := e.svc.EnsureSnapshot(testCtx(t), "golden", "default"); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(e.rt.Checkpoints()); n != builds {
+		t.Errorf("EnsureSnapshot rebuilt an up-to-date snapshot (%d checkpoints, were %d)", n, builds)
+	}
+	e.restart(t) // it stays shared
+	if _, err := e.svc.Create(beta, CreateOptions{SnapshotTag: "golden"}); err != nil {
+		t.Errorf("beta's spawn from the ensured snapshot: %v", err)
+	}
+}
