@@ -132,7 +132,7 @@ func (s *Service) buildSnapshot(ctx context.Context, o BuildOptions) (SnapshotIn
 	}
 	src.network = policyOr(o.Network, netpolicy.Policy{})
 	owner := snapshotOwner(ctx)
-	src.tenant = sandboxOwner(ctx) // the builder's, for the quotas
+	src.tenant = owner // the builder counts against its snapshot's tenant's quotas
 	if err := s.checkDiskQuota(ctx, owner, fmt.Sprintf("snapshot %q", o.Tag)); err != nil {
 		return SnapshotInfo{}, err
 	}
