@@ -194,6 +194,14 @@ func TestTenantQuotas(t *testing.T) {
 
 	_, err = c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 50})
 	quotaRefused(t, "spawn of 50", err, fmt.Sprintf("quota max_spawn_n=10 of tenant %s: this asks for 50", name))
+	// With no max_spawn_n, the same 50 meet max_sandboxes, all or nothing.
+	wide, cw := tenantKey(t, d, "e2e-tw", `,"max_sandboxes":3`)
+	killAll(t, cw)
+	_, err = cw.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 50})
+	quotaRefused(t, "spawn of 50 past max_sandboxes", err, fmt.Sprintf("quota max_sandboxes=3 of tenant %s: it holds 0, this asks for 50", wide))
+	if list, err := cw.ListSandboxes(ctx); err != nil || len(list) != 0 {
+		t.Errorf("after a refused spawn of 50 the tenant lists %+v, %v", list, err)
+	}
 	_, err = c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{TTLSecs: 3600})
 	quotaRefused(t, "ttl 3600", err, fmt.Sprintf("quota max_ttl_secs=600 of tenant %s", name))
 	_, err = c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{N: 3})
