@@ -215,7 +215,6 @@ func (s *Service) branch(ctx context.Context, b *box, o BranchOptions) (BranchRe
 	if err := checkTTLQuota(ctx, o.TTL); err != nil {
 		return BranchResult{}, err
 	}
-
 	if o.Tag == "" {
 		o.Tag = id + "-" + randhex.New(3)
 	}
