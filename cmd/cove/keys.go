@@ -23,6 +23,9 @@ func newKeysCmd(cfg *clientConfig) *cobra.Command {
 only its own sandboxes, snapshots and templates, within the key's quota. The
 daemon's own key (its token file) is the admin key of the tenant "default".
 A key is shown once, when it is created: the daemon keeps only its hash.`,
+		Example: `  cove keys create --name ci --tenant acme --max-sandboxes 10
+  cove keys ls
+  cove keys revoke key-0123456789ab`,
 		Args:              noArgs,
 		ValidArgsFunction: completeNothing,
 	}
