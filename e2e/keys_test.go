@@ -136,6 +136,8 @@ func TestKeys(t *testing.T) {
 		t.Fatalf("exec stream's first record %q: %v", sc.Text(), sc.Err())
 	}
 	cs := connectMCP(t, httpTransport(d.url, doomed.Key))
+	sessionDone := make(chan error, 1)
+	go func() { sessionDone <- cs.Wait() }()
 	var seen struct {
 		Sandboxes []struct {
 			ID string `json:"id"`
@@ -180,6 +182,13 @@ func TestKeys(t *testing.T) {
 	json.Unmarshal(wbody, &we)
 	if code != 401 || wcode != 401 || re.Error != we.Error || re.Code != apitype.CodeUnauthorized {
 		t.Fatalf("revoked: %d %s; wrong: %d %s: want the same 401", code, body, wcode, wbody)
+	}
+	// The session ends: the daemon closes it, and its SSE stream with it.
+	select {
+	case err := <-sessionDone:
+		t.Logf("the revoked key's MCP session ended: %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("the revoked key's MCP session still open 15 s after the revocation")
 	}
 	mctx, mcancel := context.WithTimeout(ctx, 30*time.Second)
 	res, err := cs.CallTool(mctx, &mcp.CallToolParams{Name: "list_sandboxes", Arguments: map[string]any{}})
