@@ -5,6 +5,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
+	"net"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -122,7 +125,7 @@ func TestKeys(t *testing.T) {
 	streamCtx, streamCancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer streamCancel()
 	req, _ := http.NewRequestWithContext(streamCtx, "POST", d.url+"/v1/sandboxes/"+sb.ID+"/exec",
-		strings.NewReader(`{"shell":"echo started; sleep 600"}`))
+		strings.NewReader(`{"shell":"setsid python3 -m http.server 8000 </dev/null >/dev/null 2>&1 & echo started; sleep 600"}`))
 	req.Header.Set("Authorization", "Bearer "+doomed.Key)
 	req.Header.Set(apitype.SandboxTokenHeader, sb.Token)
 	req.Header.Set("Accept", apitype.ContentTypeNDJSON)
@@ -135,6 +138,8 @@ func TestKeys(t *testing.T) {
 	if !sc.Scan() || !strings.Contains(sc.Text(), "started") {
 		t.Fatalf("exec stream's first record %q: %v", sc.Text(), sc.Err())
 	}
+	tunnel := tunnelWithKey(t, d, doomed.Key, sb, 8000)
+	defer tunnel.Close()
 	cs := connectMCP(t, httpTransport(d.url, doomed.Key))
 	sessionDone := make(chan error, 1)
 	go func() { sessionDone <- cs.Wait() }()
@@ -183,6 +188,12 @@ func TestKeys(t *testing.T) {
 	if code != 401 || wcode != 401 || re.Error != we.Error || re.Code != apitype.CodeUnauthorized {
 		t.Fatalf("revoked: %d %s; wrong: %d %s: want the same 401", code, body, wcode, wbody)
 	}
+	// So does its port tunnel, to a server that outlives the stream (its
+	// own session, which killing the stream's processes leaves alone).
+	tunnel.SetReadDeadline(time.Now().Add(15 * time.Second))
+	if n, err := tunnel.Read(make([]byte, 1)); !errors.Is(err, io.EOF) {
+		t.Fatalf("the revoked key's port tunnel: read %d, %v; want EOF", n, err)
+	}
 	// The session ends: the daemon closes it, and its SSE stream with it.
 	select {
 	case err := <-sessionDone:
@@ -221,5 +232,33 @@ func TestKeys(t *testing.T) {
 	list, err = d.c.ListKeys(ctx)
 	if err != nil || len(list) != 2 || !list[0].Revoked || list[0].RevokedAt == nil || list[1].Revoked {
 		t.Fatalf("keys after a restart: %+v, %v", list, err)
+	}
+}
+
+// tunnelWithKey opens the connect tunnel to port on sb with key, once
+// something listens there.
+func tunnelWithKey(t *testing.T, d *daemon, key string, sb apitype.SandboxInfo, port int) net.Conn {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(200 * time.Millisecond) {
+		conn, err := net.DialTimeout("tcp", d.addr, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fmt.Fprintf(conn, "GET /v1/sandboxes/%s/ports/%d/connect HTTP/1.1\r\nHost: %s\r\nAuthorization: Bearer %s\r\n%s: %s\r\nConnection: Upgrade\r\nUpgrade: cove-tcp\r\n\r\n",
+			sb.ID, port, d.addr, key, apitype.SandboxTokenHeader, sb.Token)
+		br := bufio.NewReader(conn)
+		resp, err := http.ReadResponse(br, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if resp.StatusCode == http.StatusSwitchingProtocols {
+			return &bufferedConn{conn, br}
+		}
+		b, _ := io.ReadAll(resp.Body)
+		conn.Close()
+		// Nothing listens yet: 502, or 503 for a refused dial.
+		if resp.StatusCode != http.StatusBadGateway && resp.StatusCode != http.StatusServiceUnavailable || time.Now().After(deadline) {
+			t.Fatalf("connect: %d %s", resp.StatusCode, b)
+		}
 	}
 }
