@@ -70,7 +70,7 @@ of the sandboxes they make.`,
 		root.AddCommand(c)
 	}
 	for _, c := range []*cobra.Command{
-		newServeCmd(), newImageCmd(cfg), newMCPCmd(cfg), newVersionCmd(), newBenchCmd(cfg), newLoadtestCmd(cfg), newUsageCmd(cfg),
+		newServeCmd(), newImageCmd(cfg), newMCPCmd(cfg), newVersionCmd(), newBenchCmd(cfg), newLoadtestCmd(cfg), newUsageCmd(cfg), newKeysCmd(cfg),
 	} {
 		c.GroupID = groupDaemon
 		root.AddCommand(c)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/cove-sandbox/cove/internal/api"
 	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/keys"
 	"github.com/cove-sandbox/cove/internal/mcp"
 	"github.com/cove-sandbox/cove/internal/obs"
 	"github.com/cove-sandbox/cove/internal/randhex"
@@ -29,6 +30,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/sandbox"
 	"github.com/cove-sandbox/cove/internal/store"
 	"github.com/cove-sandbox/cove/internal/template"
+	"github.com/cove-sandbox/cove/internal/tenant"
 	"github.com/cove-sandbox/cove/internal/usage"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
@@ -165,6 +167,13 @@ func runServe(ctx context.Context, f serveFlags) error {
 	}
 	defer st.Close()
 
+	// The token file's key is the bootstrap admin key; those made with
+	// POST /v1/keys are in the store.
+	km, err := keys.New(ctx, keys.Config{Store: st, Bootstrap: key, Logger: log})
+	if err != nil {
+		return err
+	}
+
 	network, presets, closeNetwork, err := openNetwork(f, log)
 	if err != nil {
 		return err
@@ -206,7 +215,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 			log.Warn("template recovery", "err", err)
 		}
 	})
-	return serveHTTP(ctx, f, state, key, svc, usageMeter, tm, be, presets, log)
+	return serveHTTP(ctx, f, state, key, km, svc, usageMeter, tm, be, presets, log)
 }
 
 // newTemplates is the daemon's template builder. A FROM naming a
@@ -219,7 +228,7 @@ func newTemplates(f serveFlags, svc *sandbox.Service, st *store.Store, state str
 
 // serveHTTP serves the API (and /mcp, and preview URLs) on f.addr, and
 // preview URLs over HTTPS on f.previewHTTPSAddr if set, until ctx ends.
-func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbox.Service, usageMeter *usage.Meter, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
+func serveHTTP(ctx context.Context, f serveFlags, state, key string, km *keys.Manager, svc *sandbox.Service, usageMeter *usage.Meter, tm *template.Manager, be backendInfo, presets []string, log *slog.Logger) error {
 	limits := f.limits()
 	audit, err := openAudit(f.auditLog, state)
 	if err != nil {
@@ -260,18 +269,33 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, svc *sandbo
 		}
 	}
 	// /mcp: the MCP tools call this daemon's own REST API over loopback
-	// through pkg/client, the same code path as `cove mcp` over stdio.
+	// through pkg/client, the same code path as `cove mcp` over stdio,
+	// each with the key of the request that carried it; a session is its
+	// opener's, and ends when that key is revoked.
+	mcpAPI := client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version))
 	mcpSrv := mcp.New(mcp.Config{
-		API:     client.New(loopbackURL(l.Addr()), key, client.WithUserAgent("cove-mcp/"+version)),
-		Version: version, Logger: log,
+		API: mcpAPI, Version: version, Logger: log,
+		ForKey: func(k string) mcp.API { return mcpAPI.WithAPIKey(k) },
+		Caller: func(ctx context.Context) string {
+			p, _ := tenant.FromContext(ctx)
+			return p.KeyID
+		},
 	})
-	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(), Audit: audit,
+	km.OnRevoke(func(id string) {
+		if n := mcpSrv.CloseSessionsOf(id); n > 0 {
+			log.Info("MCP sessions of a revoked key closed", "key", id, "sessions", n)
+		}
+	})
+	handler := api.New(api.Config{Service: svc, Templates: tm, APIKey: key, Keys: km, Version: version, Info: info, Logger: log, MCP: mcpSrv.Handler(), Audit: audit,
 		Usage: usageMeter,
-		// The disk a tenant's snapshots, templates, checkpoints and paused
-		// sandboxes take, as its max_disk_mib quota counts it.
-		UsageQuotas: api.UsageQuotas{DiskMiB: func(ctx context.Context, tenantName string) (int64, bool) {
-			return svc.TenantUse(ctx, tenantName).DiskMiB, true
-		}},
+		UsageQuotas: api.UsageQuotas{Limits: func(_ context.Context, name string) (tenant.Limits, bool) {
+			return km.TenantLimits(name)
+		},
+			// The disk a tenant's snapshots, templates, checkpoints and
+			// paused sandboxes take, as its max_disk_mib quota counts it.
+			DiskMiB: func(ctx context.Context, tenantName string) (int64, bool) {
+				return svc.TenantUse(ctx, tenantName).DiskMiB, true
+			}},
 		Preview: prev, PreviewPort: listenPort(l), PreviewHTTPSPort: netInfo.PreviewHTTPSPort,
 		Images: api.ImageStore{Dir: f.imageDir, VM: be.name == "qemu", Default: f.defaultImage, MaxBytes: f.maxImportMiB << 20}})
 	newServer := func(handler http.Handler) *http.Server {

@@ -149,6 +149,10 @@ func (s *Server) connectPort(w http.ResponseWriter, r *http.Request, sb *sandbox
 		return
 	}
 	defer conn.Close()
+	// Hijacked, the tunnel is no longer the server's to end: it ends with
+	// the request's context too, which its key's revocation cancels.
+	stop := context.AfterFunc(r.Context(), func() { conn.Close() })
+	defer stop()
 	preview.Tunnel(w, r, conn)
 }
 

@@ -71,6 +71,6 @@ func (s *Server) explainSpawn(ctx context.Context, err error, tag string) error 
 
 // sandboxGone reports whether the daemon says sandbox id does not exist.
 func (s *Server) sandboxGone(ctx context.Context, id string) bool {
-	_, err := s.api.GetSandbox(ctx, id)
+	_, err := s.apiOf(ctx).GetSandbox(ctx, id)
 	return errors.Is(err, client.ErrNotFound)
 }

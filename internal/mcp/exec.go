@@ -107,7 +107,7 @@ func execRequest(c CommandOpts) apitype.ExecRequest {
 
 // exec runs req and caps what it returns.
 func (s *Server) exec(ctx context.Context, id, token string, req apitype.ExecRequest) (ExecOut, error) {
-	res, err := s.api.Exec(ctx, id, token, req)
+	res, err := s.apiOf(ctx).Exec(ctx, id, token, req)
 	if err != nil {
 		return ExecOut{}, s.explain(ctx, err, id)
 	}
@@ -191,7 +191,7 @@ func (s *Server) evalCode(ctx context.Context, req *sdk.CallToolRequest, in eval
 	if t == 0 {
 		t = defaultExecTimeout
 	}
-	res, err := s.api.Eval(ctx, in.SandboxID, token, apitype.EvalRequest{Code: in.Code, TimeoutSecs: t})
+	res, err := s.apiOf(ctx).Eval(ctx, in.SandboxID, token, apitype.EvalRequest{Code: in.Code, TimeoutSecs: t})
 	if err != nil {
 		return nil, evalOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -242,7 +242,7 @@ func (s *Server) sandboxRun(ctx context.Context, req *sdk.CallToolRequest, in ru
 		if err != nil {
 			return nil, ExecOut{}, err
 		}
-		res, err := s.api.Exec(ctx, id, token, ereq)
+		res, err := s.apiOf(ctx).Exec(ctx, id, token, ereq)
 		if errors.Is(err, client.ErrNotFound) && attempt == 0 && s.sandboxGone(ctx, id) {
 			st.forget(id)
 			note = fmt.Sprintf("this session's sandbox %s was gone (expired or killed), so the command ran in a new sandbox without its files", id)
@@ -267,7 +267,7 @@ func (s *Server) runSandbox(ctx context.Context, st *session, snapshotTag string
 	if id := st.runSandbox(); id != "" {
 		return id, false, nil
 	}
-	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: snapshotTag})
+	infos, err := s.apiOf(ctx).CreateSandboxes(ctx, apitype.CreateSandboxRequest{SnapshotTag: snapshotTag})
 	if err != nil {
 		return "", false, s.explain(ctx, err, "")
 	}

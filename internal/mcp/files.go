@@ -68,7 +68,7 @@ func (s *Server) writeFile(ctx context.Context, req *sdk.CallToolRequest, in wri
 		}
 		mode = fs.FileMode(m)
 	}
-	info, err := s.api.PutFileAs(ctx, in.SandboxID, token, in.Path, mode, in.User, bytes.NewReader(data), int64(len(data)))
+	info, err := s.apiOf(ctx).PutFileAs(ctx, in.SandboxID, token, in.Path, mode, in.User, bytes.NewReader(data), int64(len(data)))
 	if err != nil {
 		return nil, FileInfo{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -118,9 +118,9 @@ func (s *Server) readFile(ctx context.Context, req *sdk.CallToolRequest, in read
 	var rc io.ReadCloser
 	var fi apitype.FileInfo
 	if in.Offset == 0 {
-		rc, fi, err = s.api.GetFile(ctx, in.SandboxID, token, in.Path)
+		rc, fi, err = s.apiOf(ctx).GetFile(ctx, in.SandboxID, token, in.Path)
 	} else {
-		rc, fi, err = s.api.GetFileRange(ctx, in.SandboxID, token, in.Path, in.Offset, int64(limit)+1)
+		rc, fi, err = s.apiOf(ctx).GetFileRange(ctx, in.SandboxID, token, in.Path, in.Offset, int64(limit)+1)
 	}
 	if err != nil {
 		return nil, readOut{}, s.explain(ctx, err, in.SandboxID)
@@ -238,7 +238,7 @@ func (s *Server) listFiles(ctx context.Context, req *sdk.CallToolRequest, in lis
 	if in.Depth < 0 {
 		return nil, listOut{}, errors.New("depth must be positive")
 	}
-	res, err := s.api.ListFiles(ctx, in.SandboxID, token, in.Path, in.Depth)
+	res, err := s.apiOf(ctx).ListFiles(ctx, in.SandboxID, token, in.Path, in.Depth)
 	if err != nil {
 		return nil, listOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -280,7 +280,7 @@ func (s *Server) waitForText(ctx context.Context, req *sdk.CallToolRequest, in w
 	if t == 0 {
 		t = 30
 	}
-	res, err := s.api.Wait(ctx, in.SandboxID, token, apitype.WaitRequest{Path: in.Path, Text: in.Text, TimeoutSecs: t})
+	res, err := s.apiOf(ctx).Wait(ctx, in.SandboxID, token, apitype.WaitRequest{Path: in.Path, Text: in.Text, TimeoutSecs: t})
 	if err != nil {
 		return nil, waitOut{}, s.explain(ctx, err, in.SandboxID)
 	}

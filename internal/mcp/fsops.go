@@ -10,17 +10,17 @@ import (
 )
 
 // addFSTools registers the file tools beside write, read and list.
-func (s *Server) addFSTools(srv *sdk.Server) {
-	add(srv, tool("stat_file", "Describe a file in a sandbox",
+func (s *Server) addFSTools() {
+	add(s, tool("stat_file", "Describe a file in a sandbox",
 		"Describe one path in a sandbox: type (file, dir, symlink, other), size, mode, modification time, and a symlink's target (a symlink is described as itself, not followed). A path that does not exist is an error saying so. Relative paths are under /work.",
 		readOnly()), s.statFile)
-	add(srv, tool("make_dir", "Make a directory in a sandbox",
+	add(s, tool("make_dir", "Make a directory in a sandbox",
 		"Make a directory in a sandbox with any missing parents, like mkdir -p; one that exists already is fine. mode is octal, default 0755. Returns the directory's details.",
 		hints{idempotent: true}), s.makeDir)
-	add(srv, tool("move_file", "Move or rename a file in a sandbox",
+	add(s, tool("move_file", "Move or rename a file in a sandbox",
 		"Move or rename a file or directory in a sandbox, like mv. An existing target is refused unless overwrite=true (which replaces a file or an empty directory). A symlink is moved as itself. The target's parent directory must exist (make_dir). Returns the target's details.",
 		hints{destructive: true}), s.moveFile)
-	add(srv, tool("remove_file", "Remove a file in a sandbox",
+	add(s, tool("remove_file", "Remove a file in a sandbox",
 		"Remove a file, a symlink (not what it points to) or an empty directory in a sandbox; a directory with files in it only with recursive=true, which removes everything under it. Cannot be undone. /work itself and / cannot be removed.",
 		hints{destructive: true, idempotent: true}), s.removeFile)
 }
@@ -38,7 +38,7 @@ func (s *Server) statFile(ctx context.Context, req *sdk.CallToolRequest, in stat
 	if in.Path == "" {
 		return nil, FileInfo{}, errors.New("path is empty: give the path to describe, e.g. /work/main.py")
 	}
-	fi, err := s.api.Stat(ctx, in.SandboxID, token, in.Path)
+	fi, err := s.apiOf(ctx).Stat(ctx, in.SandboxID, token, in.Path)
 	if err != nil {
 		return nil, FileInfo{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -63,7 +63,7 @@ func (s *Server) makeDir(ctx context.Context, req *sdk.CallToolRequest, in mkdir
 	if err != nil {
 		return nil, FileInfo{}, err
 	}
-	fi, err := s.api.MakeDir(ctx, in.SandboxID, token, in.Path, fs.FileMode(mode))
+	fi, err := s.apiOf(ctx).MakeDir(ctx, in.SandboxID, token, in.Path, fs.FileMode(mode))
 	if err != nil {
 		return nil, FileInfo{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -85,7 +85,7 @@ func (s *Server) moveFile(ctx context.Context, req *sdk.CallToolRequest, in move
 	if in.From == "" || in.To == "" {
 		return nil, FileInfo{}, errors.New("give both from (what to move) and to (its new path)")
 	}
-	fi, err := s.api.Move(ctx, in.SandboxID, token, in.From, in.To, in.Overwrite)
+	fi, err := s.apiOf(ctx).Move(ctx, in.SandboxID, token, in.From, in.To, in.Overwrite)
 	if err != nil {
 		return nil, FileInfo{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -110,7 +110,7 @@ func (s *Server) removeFile(ctx context.Context, req *sdk.CallToolRequest, in re
 	if in.Path == "" {
 		return nil, removeOut{}, errors.New("path is empty: give the path to remove")
 	}
-	if err := s.api.Remove(ctx, in.SandboxID, token, in.Path, in.Recursive); err != nil {
+	if err := s.apiOf(ctx).Remove(ctx, in.SandboxID, token, in.Path, in.Recursive); err != nil {
 		return nil, removeOut{}, s.explain(ctx, err, in.SandboxID)
 	}
 	return nil, removeOut{Removed: in.Path}, nil

@@ -72,7 +72,7 @@ func (s *Server) exposePort(ctx context.Context, req *sdk.CallToolRequest, in ex
 	if err != nil {
 		return nil, exposeOut{}, err
 	}
-	p, err := s.api.ExposePort(ctx, in.SandboxID, token, in.Port, in.Public)
+	p, err := s.apiOf(ctx).ExposePort(ctx, in.SandboxID, token, in.Port, in.Public)
 	if err != nil {
 		return nil, exposeOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -93,7 +93,7 @@ type setNetworkIn struct {
 }
 
 func (s *Server) setNetwork(ctx context.Context, req *sdk.CallToolRequest, in setNetworkIn) (*sdk.CallToolResult, Sandbox, error) {
-	info, err := s.api.SetNetwork(ctx, in.SandboxID, in.Policy.api())
+	info, err := s.apiOf(ctx).SetNetwork(ctx, in.SandboxID, in.Policy.api())
 	if err != nil {
 		return nil, Sandbox{}, s.explain(ctx, err, in.SandboxID)
 	}

@@ -8,17 +8,17 @@ import (
 )
 
 // addPauseTools registers pause/resume and checkpoint/rollback.
-func (s *Server) addPauseTools(srv *sdk.Server) {
-	add(srv, tool("pause_sandbox", "Pause a sandbox to disk",
+func (s *Server) addPauseTools() {
+	add(s, tool("pause_sandbox", "Pause a sandbox to disk",
 		"Save a running sandbox whole (memory, processes, files) to the daemon's disk and free everything it held on the host; its lifetime stands still while paused. resume_sandbox restores it later under the same id and token, processes running on where they stood. Calls to a paused sandbox fail until it is resumed (unless it was created with auto_resume).",
 		hints{}), s.pauseSandbox)
-	add(srv, tool("resume_sandbox", "Resume a paused sandbox",
+	add(s, tool("resume_sandbox", "Resume a paused sandbox",
 		"Restore a paused sandbox under its own id and token, with the lifetime it had left (or ttl_secs from now): its processes, Python interpreter and files are as they were at the pause.",
 		hints{}), s.resumeSandbox)
-	add(srv, tool("checkpoint_sandbox", "Checkpoint a sandbox",
+	add(s, tool("checkpoint_sandbox", "Checkpoint a sandbox",
 		"Save a running sandbox's full state (memory, processes, files) as a named checkpoint while it keeps running, to undo later with rollback_sandbox. Names are unique per sandbox; empty: one is made up. Returns its name, size and how long the sandbox stood still.",
 		hints{}), s.checkpointSandbox)
-	add(srv, tool("rollback_sandbox", "Roll a sandbox back to a checkpoint",
+	add(s, tool("rollback_sandbox", "Roll a sandbox back to a checkpoint",
 		"Undo: restore a checkpoint (checkpoint_sandbox) into the same sandbox, in place. Same id, token, network policy and labels; files, processes and Python variables exactly as at the checkpoint, everything since lost. A checkpoint can be rolled back to again and again.",
 		hints{destructive: true, idempotent: true}), s.rollbackSandbox)
 }
@@ -35,7 +35,7 @@ type resumeIn struct {
 }
 
 func (s *Server) pauseSandbox(ctx context.Context, req *sdk.CallToolRequest, in SandboxRef) (*sdk.CallToolResult, Sandbox, error) {
-	info, err := s.api.PauseSandbox(ctx, in.SandboxID)
+	info, err := s.apiOf(ctx).PauseSandbox(ctx, in.SandboxID)
 	if err != nil {
 		return nil, Sandbox{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -43,7 +43,7 @@ func (s *Server) pauseSandbox(ctx context.Context, req *sdk.CallToolRequest, in 
 }
 
 func (s *Server) resumeSandbox(ctx context.Context, req *sdk.CallToolRequest, in resumeIn) (*sdk.CallToolResult, Sandbox, error) {
-	info, err := s.api.ResumeSandbox(ctx, in.SandboxID, in.TTLSecs)
+	info, err := s.apiOf(ctx).ResumeSandbox(ctx, in.SandboxID, in.TTLSecs)
 	if err != nil {
 		return nil, Sandbox{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -67,7 +67,7 @@ func (s *Server) checkpointSandbox(ctx context.Context, req *sdk.CallToolRequest
 	if err != nil {
 		return nil, checkpointOut{}, err
 	}
-	c, err := s.api.Checkpoint(ctx, in.SandboxID, token, in.Name)
+	c, err := s.apiOf(ctx).Checkpoint(ctx, in.SandboxID, token, in.Name)
 	if err != nil {
 		return nil, checkpointOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -84,7 +84,7 @@ func (s *Server) rollbackSandbox(ctx context.Context, req *sdk.CallToolRequest, 
 	if err != nil {
 		return nil, Sandbox{}, err
 	}
-	info, err := s.api.Rollback(ctx, in.SandboxID, token, in.Checkpoint)
+	info, err := s.apiOf(ctx).Rollback(ctx, in.SandboxID, token, in.Checkpoint)
 	if err != nil {
 		return nil, Sandbox{}, s.explain(ctx, err, in.SandboxID)
 	}

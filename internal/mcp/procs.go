@@ -48,7 +48,7 @@ func (s *Server) startBackground(ctx context.Context, in execIn, token string) (
 		return ExecOut{}, errors.New("a background process takes no stdin up front: start it, then send input with write_process_stdin")
 	}
 	req.Shell, req.Args, req.Tag = in.Command, in.Args, in.Tag
-	p, err := s.api.StartProcess(ctx, in.SandboxID, token, req)
+	p, err := s.apiOf(ctx).StartProcess(ctx, in.SandboxID, token, req)
 	if err != nil {
 		return ExecOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -73,7 +73,7 @@ func (s *Server) listProcesses(ctx context.Context, req *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, listProcsOut{}, err
 	}
-	procs, err := s.api.Processes(ctx, in.SandboxID, token, in.All)
+	procs, err := s.apiOf(ctx).Processes(ctx, in.SandboxID, token, in.All)
 	if err != nil {
 		return nil, listProcsOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -116,11 +116,11 @@ func (s *Server) readProcessOutput(ctx context.Context, req *sdk.CallToolRequest
 	if in.Offset < 0 {
 		return nil, readProcOut{}, errors.New("offset must not be negative")
 	}
-	po, err := s.api.ProcessOutput(ctx, in.SandboxID, token, ref, in.Offset, limit)
+	po, err := s.apiOf(ctx).ProcessOutput(ctx, in.SandboxID, token, ref, in.Offset, limit)
 	if err != nil {
 		return nil, readProcOut{}, s.explain(ctx, err, in.SandboxID)
 	}
-	p, err := s.api.Process(ctx, in.SandboxID, token, ref)
+	p, err := s.apiOf(ctx).Process(ctx, in.SandboxID, token, ref)
 	if err != nil {
 		return nil, readProcOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -183,7 +183,7 @@ func (s *Server) writeProcessStdin(ctx context.Context, req *sdk.CallToolRequest
 	if err != nil {
 		return nil, apitype.StdinResponse{}, err
 	}
-	res, err := s.api.WriteStdin(ctx, in.SandboxID, token, ref, strings.NewReader(in.Data), in.Close)
+	res, err := s.apiOf(ctx).WriteStdin(ctx, in.SandboxID, token, ref, strings.NewReader(in.Data), in.Close)
 	if err != nil {
 		return nil, apitype.StdinResponse{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -204,7 +204,7 @@ func (s *Server) signalProcess(ctx context.Context, req *sdk.CallToolRequest, in
 	if sig == "" {
 		sig = "TERM"
 	}
-	p, err := s.api.Signal(ctx, in.SandboxID, token, ref, sig)
+	p, err := s.apiOf(ctx).Signal(ctx, in.SandboxID, token, ref, sig)
 	if err != nil {
 		return nil, apitype.ProcessInfo{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -212,17 +212,17 @@ func (s *Server) signalProcess(ctx context.Context, req *sdk.CallToolRequest, in
 }
 
 // addProcTools registers the background process tools.
-func (s *Server) addProcTools(srv *sdk.Server) {
-	add(srv, tool("list_processes", "List background processes",
+func (s *Server) addProcTools() {
+	add(s, tool("list_processes", "List background processes",
 		"List a sandbox's background processes (started with exec_command background=true): pid, tag, command, status, exit status once ended, and output size. all=true adds the sandbox's other processes with their command lines.",
 		readOnly()), s.listProcesses)
-	add(srv, tool("read_process_output", "Read a background process's output",
+	add(s, tool("read_process_output", "Read a background process's output",
 		"Read a background process's output (stdout and stderr together, as written) from offset, at most max_bytes (default 16 KiB). Pass next_offset as offset to read what came after. Says whether it still runs, and its exit status once it ended; a slow reader is told how many bytes its buffer dropped.",
 		readOnly()), s.readProcessOutput)
-	add(srv, tool("write_process_stdin", "Write to a background process's stdin",
+	add(s, tool("write_process_stdin", "Write to a background process's stdin",
 		"Write text to a background process's standard input, e.g. an answer to a prompt; close=true closes it (EOF) after. Stdin that is closed already is an error.",
 		hints{}), s.writeProcessStdin)
-	add(srv, tool("signal_process", "Signal a background process",
+	add(s, tool("signal_process", "Signal a background process",
 		"Send a signal (default TERM; KILL, INT, HUP or a number) to a background process and its children. A process that has exited is an error; read_process_output shows how it ended.",
 		hints{destructive: true}), s.signalProcess)
 }

@@ -83,7 +83,7 @@ type listSnapshotsOut struct {
 }
 
 func (s *Server) listSnapshots(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, listSnapshotsOut, error) {
-	snaps, err := s.api.ListSnapshots(ctx)
+	snaps, err := s.apiOf(ctx).ListSnapshots(ctx)
 	if err != nil {
 		return nil, listSnapshotsOut{}, s.explain(ctx, err, "")
 	}
@@ -116,7 +116,7 @@ type metaIn struct {
 }
 
 func (s *Server) createSandbox(ctx context.Context, req *sdk.CallToolRequest, in createIn) (*sdk.CallToolResult, Sandbox, error) {
-	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
+	infos, err := s.apiOf(ctx).CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, Image: in.Image, TTLSecs: in.TTLSecs, CPUs: in.CPUs, MemoryMiB: in.MemoryMiB,
 		DiskMiB: in.DiskMiB, SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken),
 		Network: apiPolicy(in.Network), Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd,
@@ -152,7 +152,7 @@ func (s *Server) spawnSandboxes(ctx context.Context, req *sdk.CallToolRequest, i
 	if in.N < 0 {
 		return nil, sandboxesOut{}, errors.New("n must be positive")
 	}
-	infos, err := s.api.CreateSandboxes(ctx, apitype.CreateSandboxRequest{
+	infos, err := s.apiOf(ctx).CreateSandboxes(ctx, apitype.CreateSandboxRequest{
 		SnapshotTag: in.SnapshotTag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Prewarm: in.Prewarm,
 		SandboxToken: s.session(req).snapshotToken(in.SnapshotTag, in.SandboxToken), Network: apiPolicy(in.Network),
 		Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd,
@@ -191,7 +191,7 @@ func (s *Server) branchSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 	if err != nil {
 		return nil, branchOut{}, err
 	}
-	res, err := s.api.Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Network: apiPolicy(in.Network),
+	res, err := s.apiOf(ctx).Branch(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag, N: max(in.N, 1), TTLSecs: in.TTLSecs, Network: apiPolicy(in.Network),
 		Labels: in.Labels, User: in.User, Env: in.Env, Cwd: in.Cwd})
 	if err != nil {
 		return nil, branchOut{}, s.explain(ctx, err, in.SandboxID)
@@ -219,7 +219,7 @@ func (s *Server) snapshotSandbox(ctx context.Context, req *sdk.CallToolRequest, 
 	if err != nil {
 		return nil, snapshotOut{}, err
 	}
-	res, err := s.api.SnapshotSandbox(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag})
+	res, err := s.apiOf(ctx).SnapshotSandbox(ctx, in.SandboxID, token, apitype.BranchRequest{Tag: in.Tag})
 	if err != nil {
 		return nil, snapshotOut{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -232,7 +232,7 @@ type listSandboxesIn struct {
 }
 
 func (s *Server) listSandboxes(ctx context.Context, req *sdk.CallToolRequest, in listSandboxesIn) (*sdk.CallToolResult, sandboxesOut, error) {
-	infos, err := s.api.ListSandboxes(ctx)
+	infos, err := s.apiOf(ctx).ListSandboxes(ctx)
 	if err != nil {
 		return nil, sandboxesOut{}, s.explain(ctx, err, "")
 	}
@@ -250,7 +250,7 @@ func (s *Server) listSandboxes(ctx context.Context, req *sdk.CallToolRequest, in
 }
 
 func (s *Server) getSandbox(ctx context.Context, req *sdk.CallToolRequest, in SandboxRef) (*sdk.CallToolResult, Sandbox, error) {
-	info, err := s.api.GetSandbox(ctx, in.SandboxID)
+	info, err := s.apiOf(ctx).GetSandbox(ctx, in.SandboxID)
 	if err != nil {
 		return nil, Sandbox{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -267,7 +267,7 @@ func (s *Server) extendSandbox(ctx context.Context, req *sdk.CallToolRequest, in
 	if in.TTLSecs <= 0 {
 		return nil, Sandbox{}, errors.New("ttl_secs must be positive: the sandbox then expires that many seconds from now")
 	}
-	info, err := s.api.Extend(ctx, in.SandboxID, in.TTLSecs)
+	info, err := s.apiOf(ctx).Extend(ctx, in.SandboxID, in.TTLSecs)
 	if err != nil {
 		return nil, Sandbox{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -280,7 +280,7 @@ type killOut struct {
 }
 
 func (s *Server) killSandbox(ctx context.Context, req *sdk.CallToolRequest, in SandboxRef) (*sdk.CallToolResult, killOut, error) {
-	if err := s.api.DeleteSandbox(ctx, in.SandboxID); err != nil {
+	if err := s.apiOf(ctx).DeleteSandbox(ctx, in.SandboxID); err != nil {
 		return nil, killOut{}, s.explain(ctx, err, in.SandboxID)
 	}
 	s.session(req).forget(in.SandboxID)

@@ -14,6 +14,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/modelcontextprotocol/go-sdk/auth"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -75,6 +76,16 @@ type Config struct {
 	// SessionTimeout closes an HTTP session idle this long, and with it
 	// the sandbox sandbox_run made for it. Zero means an hour.
 	SessionTimeout time.Duration
+
+	// ForKey, if set, is the API as the holder of an API key sees it: over
+	// HTTP each tool call acts with the key of the request that carried
+	// it, so a tenant's session sees only its tenant. Nil: API for all.
+	ForKey func(key string) API
+	// Caller, if set, names the key an HTTP request authenticated as (the
+	// daemon's auth runs first). A session is bound to the key that opened
+	// it: a request with another key on it is refused, and
+	// CloseSessionsOf(caller) ends it.
+	Caller func(ctx context.Context) string
 }
 
 // Server is the MCP server: one set of tools, any number of sessions, each
@@ -87,6 +98,8 @@ type Server struct {
 
 	mu       sync.Mutex
 	sessions map[*sdk.ServerSession]*session
+	// owners are the HTTP sessions' callers (Config.Caller) by session id.
+	owners map[string]string
 	// ending counts the sessions whose end is being cleaned up after, so
 	// that Close (and with it `cove mcp`) waits for that rather than exit
 	// in the middle of a kill.
@@ -104,7 +117,8 @@ func New(cfg Config) *Server {
 	// The SDK logs every session's start and end at info: too chatty for
 	// the daemon's log.
 	quiet := slog.New(minLevel{cfg.Logger.Handler(), slog.LevelWarn})
-	s := &Server{api: cfg.API, cfg: cfg, log: quiet, sessions: make(map[*sdk.ServerSession]*session)}
+	s := &Server{api: cfg.API, cfg: cfg, log: quiet, sessions: make(map[*sdk.ServerSession]*session),
+		owners: make(map[string]string)}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: "cove", Title: "cove sandboxes", Version: cfg.Version}, &sdk.ServerOptions{
 		Instructions: instructions,
 		Logger:       quiet,
@@ -142,13 +156,128 @@ func sessionfulVersions() []string {
 const maxMessage = 64 << 20
 
 // Handler returns the Streamable HTTP handler: one MCP session per client.
-// It does no authentication; the daemon wraps it in its API-key check.
+// The daemon wraps it in its API-key check; here each request's bearer
+// key is taken for its tool calls, and its caller (Config.Caller) bound
+// to the session, so that nobody else's key can use it.
 func (s *Server) Handler() http.Handler {
-	return sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
+	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv }, &sdk.StreamableHTTPOptions{
 		SessionTimeout:      s.cfg.SessionTimeout,
 		Logger:              s.log,
 		MaxRequestBodyBytes: maxMessage,
 	})
+	verify := func(ctx context.Context, key string, _ *http.Request) (*auth.TokenInfo, error) {
+		ti := &auth.TokenInfo{Extra: map[string]any{keyExtra: key}}
+		if s.cfg.Caller != nil {
+			ti.UserID = s.cfg.Caller(ctx)
+		}
+		return ti, nil
+	}
+	owned := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if s.cfg.Caller != nil && r.Header.Get(sessionIDHeader) == "" {
+			// A new session: its id is in the answer's header.
+			caller := s.cfg.Caller(r.Context())
+			w = &ownerWriter{ResponseWriter: w, noted: func(id string) { s.own(id, caller) }}
+		}
+		h.ServeHTTP(w, r)
+	})
+	return auth.RequireBearerToken(verify, &auth.RequireBearerTokenOptions{AllowMissingExpiration: true})(owned)
+}
+
+// keyExtra is where a request's key is kept in its token info.
+const keyExtra = "cove_api_key"
+
+// ownerWriter notes the session id an initialize answer hands out.
+type ownerWriter struct {
+	http.ResponseWriter
+	noted func(id string)
+	done  bool
+}
+
+func (w *ownerWriter) WriteHeader(code int) {
+	if !w.done {
+		w.done = true
+		if id := w.Header().Get(sessionIDHeader); id != "" {
+			w.noted(id)
+		}
+	}
+	w.ResponseWriter.WriteHeader(code)
+}
+
+func (w *ownerWriter) Write(p []byte) (int, error) {
+	if !w.done {
+		w.WriteHeader(http.StatusOK)
+	}
+	return w.ResponseWriter.Write(p)
+}
+
+// Unwrap lets http.ResponseController flush SSE through w.
+func (w *ownerWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+const sessionIDHeader = "Mcp-Session-Id"
+
+// own records session id as owner's, and forgets the sessions that ended.
+func (s *Server) own(id, owner string) {
+	if owner == "" {
+		return
+	}
+	live := map[string]bool{}
+	for ss := range s.srv.Sessions() {
+		live[ss.ID()] = true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k := range s.owners {
+		if !live[k] {
+			delete(s.owners, k)
+		}
+	}
+	s.owners[id] = owner
+}
+
+// CloseSessionsOf ends every HTTP session caller opened (its key was
+// revoked) and returns how many: their streams close, and what
+// sandbox_run made is killed.
+func (s *Server) CloseSessionsOf(caller string) int {
+	s.mu.Lock()
+	ids := map[string]bool{}
+	for id, c := range s.owners {
+		if c == caller {
+			ids[id] = true
+			delete(s.owners, id)
+		}
+	}
+	s.mu.Unlock()
+	n := 0
+	for ss := range s.srv.Sessions() {
+		if ids[ss.ID()] {
+			ss.Close()
+			n++
+		}
+	}
+	return n
+}
+
+type apiKey struct{}
+
+// withCaller returns ctx carrying the API of the caller of req, if it
+// came over HTTP with a key and the server acts per key.
+func (s *Server) withCaller(ctx context.Context, req *sdk.CallToolRequest) context.Context {
+	if s.cfg.ForKey == nil || req == nil || req.Extra == nil || req.Extra.TokenInfo == nil {
+		return ctx
+	}
+	key, _ := req.Extra.TokenInfo.Extra[keyExtra].(string)
+	if key == "" {
+		return ctx
+	}
+	return context.WithValue(ctx, apiKey{}, s.cfg.ForKey(key))
+}
+
+// apiOf is the API to call for ctx's caller.
+func (s *Server) apiOf(ctx context.Context) API {
+	if a, ok := ctx.Value(apiKey{}).(API); ok {
+		return a
+	}
+	return s.api
 }
 
 // RunStdio serves one session over stdin and stdout until the client
@@ -189,6 +318,7 @@ func (s *Server) session(req *sdk.CallToolRequest) *session {
 		return st
 	}
 	st := newSession()
+	st.api = s.apiOf(s.withCaller(context.Background(), req))
 	s.sessions[ss] = st
 	if ss != nil {
 		go func() {
@@ -216,8 +346,17 @@ func (s *Server) endSession(ctx context.Context, st *session) {
 	if id == "" {
 		return
 	}
-	// Not found is fine: it expired, or the model killed it.
-	if err := s.api.DeleteSandbox(ctx, id); err != nil && !errors.Is(err, client.ErrNotFound) {
+	// Not found is fine: it expired, or the model killed it. A session
+	// ends by its key's revocation too: then the daemon's own key kills.
+	api := st.api
+	if api == nil {
+		api = s.api
+	}
+	err := api.DeleteSandbox(ctx, id)
+	if errors.Is(err, client.ErrUnauthorized) && api != s.api {
+		err = s.api.DeleteSandbox(ctx, id)
+	}
+	if err != nil && !errors.Is(err, client.ErrNotFound) {
 		s.log.Warn("mcp: kill the session's sandbox_run sandbox", "sandbox", id, "err", err)
 	}
 }

@@ -18,7 +18,7 @@ func (s *Server) pingSandbox(ctx context.Context, req *sdk.CallToolRequest, in D
 	if err != nil {
 		return nil, apitype.PingResponse{}, err
 	}
-	res, err := s.api.Ping(ctx, in.SandboxID, token)
+	res, err := s.apiOf(ctx).Ping(ctx, in.SandboxID, token)
 	if err != nil {
 		return nil, apitype.PingResponse{}, s.explain(ctx, err, in.SandboxID)
 	}
@@ -45,11 +45,11 @@ type usageIn struct {
 type Limits = apitype.Limits
 
 func (s *Server) getUsage(ctx context.Context, req *sdk.CallToolRequest, in usageIn) (*sdk.CallToolResult, usageOut, error) {
-	info, err := s.api.Info(ctx)
+	info, err := s.apiOf(ctx).Info(ctx)
 	if err != nil {
 		return nil, usageOut{}, s.explain(ctx, err, "")
 	}
-	list, err := s.api.ListSandboxes(ctx)
+	list, err := s.apiOf(ctx).ListSandboxes(ctx)
 	if err != nil {
 		return nil, usageOut{}, s.explain(ctx, err, "")
 	}
@@ -68,7 +68,7 @@ func (s *Server) getUsage(ctx context.Context, req *sdk.CallToolRequest, in usag
 	sort.Slice(out.SessionSandboxes, func(i, j int) bool {
 		return out.SessionSandboxes[i].CreatedAtUnix < out.SessionSandboxes[j].CreatedAtUnix
 	})
-	u, err := s.api.Usage(ctx, client.UsageQuery{From: in.From, To: in.To, Tenant: in.Tenant})
+	u, err := s.apiOf(ctx).Usage(ctx, client.UsageQuery{From: in.From, To: in.To, Tenant: in.Tenant})
 	switch {
 	case err == nil:
 		// Never null: the output schema says arrays.
@@ -101,12 +101,12 @@ type serviceInfoOut struct {
 }
 
 func (s *Server) getServiceInfo(ctx context.Context, req *sdk.CallToolRequest, _ struct{}) (*sdk.CallToolResult, serviceInfoOut, error) {
-	info, err := s.api.Info(ctx)
+	info, err := s.apiOf(ctx).Info(ctx)
 	if err != nil {
 		return nil, serviceInfoOut{}, s.explain(ctx, err, "")
 	}
 	ver := info.Version
-	if v, err := s.api.Version(ctx); err == nil && v.Version != "" {
+	if v, err := s.apiOf(ctx).Version(ctx); err == nil && v.Version != "" {
 		ver = v.Version
 	}
 	return nil, serviceInfoOut{

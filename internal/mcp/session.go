@@ -10,6 +10,8 @@ import (
 // the tokens that spawning from the snapshots it saved takes (their source
 // sandbox's), and the sandbox sandbox_run uses.
 type session struct {
+	api API // its caller's, for what it does after its last call
+
 	mu         sync.Mutex
 	tokens     map[string]string // sandbox id -> token
 	snapTokens map[string]string // snapshot tag -> its source sandbox's token

@@ -23,7 +23,7 @@ type listTemplatesOut struct {
 }
 
 func (s *Server) addTemplateTools() {
-	add(s.srv, tool("list_templates", "List templates",
+	add(s, tool("list_templates", "List templates",
 		"List the templates built from Dockerfiles (cove template build): name, base image, steps, size, build time and Dockerfile digest. A template is a snapshot of the same name: spawn from it with spawn_sandboxes or create_sandbox (snapshot_tag).",
 		readOnly()), s.listTemplates)
 }
