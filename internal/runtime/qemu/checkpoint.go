@@ -115,10 +115,9 @@ func (r *Runtime) keepFiles(ctx context.Context, d vmDir, snap snapDir, st vmSta
 		if err := fsutil.LinkOrCopy(ctx, st.MemPath, snap.mem()); err != nil {
 			return err
 		}
-		// QEMU 7.2 opens a memory-backend-file read-write even for a
-		// private mapping (it never writes it): clones, running as the
-		// QEMU user, must be able to.
-		if err := r.chown(snap.mem()); err != nil {
+		// Clones open it read-only (readonly=on,rom=off) and write their
+		// RAM privately: it is root's, so none can change it for others.
+		if err := r.protectRAM(snap.mem()); err != nil {
 			return err
 		}
 	}

@@ -212,10 +212,16 @@ func (l *launch) linkMemory(ctx context.Context) error {
 		return nil
 	}
 	l.st.MemPath, l.st.MemShared = l.dir.mem(), false
+	// A snapshot saved before RAM files were protected has one QEMU's
+	// user owns: protected here, before any clone links it.
+	if err := l.r.protectRAM(l.snap.mem()); err != nil {
+		return fmt.Errorf("qemu: the snapshot's RAM file: %w", err)
+	}
 	if err := fsutil.LinkOrCopy(ctx, l.snap.mem(), l.st.MemPath); err != nil {
 		return fmt.Errorf("qemu: the clone's RAM file: %w", err)
 	}
-	if err := l.r.chown(l.st.MemPath); err != nil {
+	// A copy (another filesystem) is protected the same way.
+	if err := l.r.protectRAM(l.st.MemPath); err != nil {
 		return fmt.Errorf("qemu: %w", err)
 	}
 	return nil
@@ -229,7 +235,7 @@ func (l *launch) startQEMU(ctx context.Context) error {
 	}
 	cfg := vmConfig{
 		Dir: l.dir, Kernel: l.spec.Kernel, Initrd: l.spec.Initrd, Base: l.spec.Disk, Layers: l.dir.layers(l.st.Layers),
-		MemPath: l.st.MemPath, MemShared: l.st.MemShared, MemoryMiB: l.st.MemoryMiB, CPUs: l.st.CPUs,
+		MemPath: l.st.MemPath, MemShared: l.st.MemShared, MemReadonly: l.r.romOff, MemoryMiB: l.st.MemoryMiB, CPUs: l.st.CPUs,
 		Accel: l.r.cfg.Accel, Hostname: l.spec.Hostname, ID: l.spec.ID, Incoming: l.snap != "", Sandbox: !l.r.cfg.NoSandbox,
 		Pids: l.spec.Pids, OpenFiles: l.spec.OpenFiles,
 	}

@@ -54,7 +54,11 @@ type Runtime struct {
 	uid, gid int // -1 when QEMU runs as root
 	kvmGid   int // supplementary group for /dev/kvm (0: none)
 	major    int // QEMU's major version
-	log      *slog.Logger
+	// romOff: this QEMU's memory-backend-file has rom=, so a clone can
+	// open its snapshot's RAM file read-only and still write its RAM
+	// (privately). Older ones map a readonly=on file as the guest's ROM.
+	romOff bool
+	log    *slog.Logger
 
 	mu sync.Mutex
 	// agentConns holds the agent socket connections made while restoring,
@@ -99,6 +103,10 @@ func New(cfg Config) (*Runtime, error) {
 		r.log = slog.Default()
 	}
 	r.major = majorVersion(r.Version(context.Background()))
+	r.romOff = r.hasMemFileProp(context.Background(), "rom")
+	if !r.romOff {
+		r.log.Warn("qemu: memory-backend-file has no rom=: clones open their snapshot's RAM file read-write (QEMU 8.2 or later opens it read-only)", "qemu", r.Version(context.Background()))
+	}
 	if cfg.User != "" {
 		u, err := user.Lookup(cfg.User)
 		if err != nil {
@@ -164,6 +172,48 @@ func (r *Runtime) Version(ctx context.Context) string {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return line + " (" + r.cfg.Accel + ") " + machineRev
+}
+
+// hasMemFileProp reports whether this QEMU's memory-backend-file has the
+// property prop (its "-object memory-backend-file,help" lists "prop=").
+func (r *Runtime) hasMemFileProp(ctx context.Context, prop string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, r.qemu, "-object", "memory-backend-file,help").CombinedOutput()
+	if err != nil {
+		return false
+	}
+	return memFileHasProp(string(out), prop)
+}
+
+// memFileHasProp reads a property's line off QEMU's list of an object's
+// options ("  rom=<OnOffAuto>  - Whether ...").
+func memFileHasProp(help, prop string) bool {
+	for _, line := range strings.Split(help, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), prop+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// protectRAM makes a snapshot's RAM file root's and read-only, readable
+// by QEMU's group only: every clone of the snapshot maps it (through hard
+// links, the same inode), so a VM whose QEMU could write it could rewrite
+// the memory of every later clone. Without rom= (old QEMU) clones still
+// open it read-write: it stays QEMU's user's.
+func (r *Runtime) protectRAM(path string) error {
+	if !r.romOff {
+		return r.chown(path)
+	}
+	gid, mode := 0, os.FileMode(0o400)
+	if r.uid >= 0 {
+		gid, mode = r.gid, 0o440
+	}
+	if err := os.Chown(path, 0, gid); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode)
 }
 
 // majorVersion reads the major version off QEMU's version line
