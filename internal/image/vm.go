@@ -395,10 +395,36 @@ func (b *builder) ensureVM(ctx context.Context, img Image) error {
 	for _, f := range []string{"vmlinux", "initrd.cpio.gz", "rootfs.ext4"} {
 		os.Chmod(filepath.Join(tmp, f), 0o444)
 	}
+	if err := b.smokeBoot(ctx, img, tmp); err != nil {
+		return err
+	}
 	if err := publish(tmp, vf.Dir); err != nil {
 		return err
 	}
 	b.prog.printf("vm: artifacts of %s ready in %.1fs", img.ID, time.Since(start).Seconds())
+	return nil
+}
+
+// ErrSmokeBoot is VM artifacts that did not boot to an answering agent.
+var ErrSmokeBoot = errors.New("smoke boot failed")
+
+// smokeBoot boots img's VM artifacts in tmp, not yet published, with
+// opts.VMSmoke; nothing to do without one.
+func (b *builder) smokeBoot(ctx context.Context, img Image, tmp string) error {
+	if b.opts.VMSmoke == nil {
+		return nil
+	}
+	// An unprivileged QEMU reads them: MkdirTemp made tmp 0700.
+	if err := os.Chmod(tmp, 0o755); err != nil {
+		return err
+	}
+	vf := VMFiles{Dir: tmp, Kernel: filepath.Join(tmp, "vmlinux"), Initrd: filepath.Join(tmp, "initrd.cpio.gz"), Disk: filepath.Join(tmp, "rootfs.ext4")}
+	start := time.Now()
+	err := b.prog.step("vm: smoke boot (the agent must answer)", nil, func() error { return b.opts.VMSmoke(ctx, vf) })
+	if err != nil {
+		return fmt.Errorf("vm: %s: %w: %w (nothing published; the current image stays as it was)", img.ID, ErrSmokeBoot, err)
+	}
+	b.prog.printf("vm: smoke boot of %s: the agent answered in %.1fs", img.ID, time.Since(start).Seconds())
 	return nil
 }
 
