@@ -1,9 +1,20 @@
 package e2e
 
 import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"io"
+	"io/fs"
+	"os"
 	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // TestHardenNoIPv6: a sandbox's link speaks no IPv6. Inside, no address
@@ -89,4 +100,165 @@ func sandboxNetns(t *testing.T, id string) []string {
 		}
 	}
 	return names
+}
+
+// TestHardenSnapshotRAM: a snapshot's files are never written by the
+// sandboxes made from it. Two children spawned from a fresh snapshot and a
+// branch of one of them overwrite their memory (page cache dropped, then
+// filled anew) and disk; afterwards every file of the snapshot hashes as
+// before. Under QEMU the snapshot's RAM file, which every clone maps, is
+// root's and not writable by the user a clone's QEMU runs as (and
+// readable, so the check can tell), and each clone opens it read-only.
+func TestHardenSnapshotRAM(t *testing.T) {
+	d := suite.shared
+	ctx := context.Background()
+	tag := newSnapshot(t, d, 0)
+	snapDir := filepath.Join(d.stateDir(), "snapshots", tag)
+	before := hashTree(t, snapDir)
+	if len(before) == 0 {
+		t.Fatalf("snapshot %s: no files under %s", tag, snapDir)
+	}
+	var ram string
+	for p := range before {
+		if filepath.Base(p) == "mem" {
+			ram = p
+		}
+	}
+	if backend() == "qemu" && ram == "" {
+		t.Fatalf("QEMU snapshot %s has no RAM file: %v", tag, keys(before))
+	}
+
+	kids := spawn(t, d, tag, 2)
+	// Dropping the page cache frees pages the snapshot's RAM holds data
+	// in; filling tmpfs then writes over them.
+	scribble := "sync; echo 3 > /proc/sys/vm/drop_caches; " +
+		"head -c 96M /dev/urandom > /dev/shm/fill; head -c 32M /dev/urandom > /work/fill; sync; " +
+		"python3 -c 'b = bytearray(64 << 20); b[::4096] = b\"x\" * len(b[::4096]); print(len(b))'"
+	for _, k := range kids {
+		execOK(t, d, k, scribble)
+	}
+	res, err := d.c.Branch(ctx, kids[0].id, kids[0].token, apitype.BranchRequest{N: 1})
+	if err != nil {
+		t.Fatalf("branch: %v\n%s", err, d.logTail())
+	}
+	t.Cleanup(func() { deleteSnapshotEventually(t, d, res.Tag) })
+	for _, c := range res.Children {
+		t.Cleanup(func() { d.c.DeleteSandbox(ctx, c.ID) })
+		execOK(t, d, sandbox{c.ID, c.Token}, scribble)
+	}
+
+	if backend() == "qemu" {
+		checkRAMFileProtected(t, d, ram, kids[1].id)
+	}
+	// Still running, the clones have written all they will.
+	after := hashTree(t, snapDir)
+	for p, h := range before {
+		if after[p] != h {
+			t.Errorf("snapshot file %s changed (%s -> %s) while its children ran", p, h[:12], after[p][:min(12, len(after[p]))])
+		}
+	}
+}
+
+// checkRAMFileProtected checks a snapshot's RAM file against the QEMU of
+// a clone of it, id.
+func checkRAMFileProtected(t *testing.T, d *daemon, ram, id string) {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(ram, &st); err != nil {
+		t.Fatal(err)
+	}
+	if st.Uid != 0 || st.Mode&0o222 != 0 {
+		t.Errorf("RAM file %s: owner %d mode %o, want root's and read-only", ram, st.Uid, st.Mode&0o7777)
+	}
+	pid, args := "", []string(nil)
+	for p, a := range backendProcs(d.stateDir()) {
+		if strings.Contains(strings.Join(a, " "), "/"+id+"/") {
+			pid, args = p, a
+		}
+	}
+	if pid == "" {
+		t.Fatalf("no QEMU of clone %s", id)
+	}
+	cmd := strings.Join(args, " ")
+	if !strings.Contains(cmd, "readonly=on,rom=off") || !strings.Contains(cmd, "share=off") {
+		t.Errorf("clone %s's QEMU does not map its RAM file read-only and private: %s", id, cmd)
+	}
+	uid, gid := procIDs(t, pid)
+	if uid == 0 {
+		// Root's QEMU could write anything; the daemon runs it as its
+		// unprivileged user where that exists (make deps-qemu makes it).
+		t.Fatalf("clone %s's QEMU runs as root", id)
+	}
+	// The clone's own link is the same inode.
+	var link syscall.Stat_t
+	if err := syscall.Stat(filepath.Join(d.stateDir(), "sandboxes", id, "mem"), &link); err == nil && link.Ino != st.Ino {
+		t.Logf("clone %s has a copy of the RAM file, not a link", id)
+	}
+	as := func(test string) error {
+		return exec.Command("setpriv", "--reuid="+uid2s(uid), "--regid="+uid2s(gid), "--clear-groups",
+			"test", test, ram).Run()
+	}
+	if err := as("-r"); err != nil {
+		t.Errorf("QEMU's user %d cannot read the RAM file %s, so the write check proves nothing: %v", uid, ram, err)
+	}
+	if err := as("-w"); err == nil {
+		t.Errorf("QEMU's user %d can write the RAM file %s", uid, ram)
+	}
+}
+
+func uid2s(n int) string { return strconv.Itoa(n) }
+
+// procIDs reads a process's real uid and gid from /proc.
+func procIDs(t *testing.T, pid string) (uid, gid int) {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + pid + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) >= 2 && (f[0] == "Uid:" || f[0] == "Gid:") {
+			n, _ := strconv.Atoi(f[1])
+			if f[0] == "Uid:" {
+				uid = n
+			} else {
+				gid = n
+			}
+		}
+	}
+	return uid, gid
+}
+
+// hashTree maps every regular file below dir to its SHA-256.
+func hashTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	err := filepath.WalkDir(dir, func(p string, e fs.DirEntry, err error) error {
+		if err != nil || !e.Type().IsRegular() {
+			return err
+		}
+		f, err := os.Open(p)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		h := sha256.New()
+		if _, err := io.Copy(h, f); err != nil {
+			return err
+		}
+		out[p] = hex.EncodeToString(h.Sum(nil))
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func keys(m map[string]string) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	return out
 }
