@@ -284,6 +284,22 @@ func procStatus(pid string) (map[string]string, error) {
 	return out, nil
 }
 
+// openFiles lists what pid's descriptors are open on, each once.
+func openFiles(pid string) []string {
+	ents, _ := os.ReadDir("/proc/" + pid + "/fd")
+	seen := map[string]bool{}
+	var out []string
+	for _, e := range ents {
+		target, err := os.Readlink("/proc/" + pid + "/fd/" + e.Name())
+		if err == nil && !seen[target] {
+			seen[target] = true
+			out = append(out, target)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // ownNamespaces lists the namespaces pid does not share with this test.
 func ownNamespaces(pid string) []string {
 	var own []string
@@ -325,7 +341,8 @@ func TestHardenBackendProcesses(t *testing.T) {
 		}
 		own := ownNamespaces(pid)
 		uidMap, _ := os.ReadFile("/proc/" + pid + "/uid_map")
-		t.Logf("%s (pid %s): %v; namespaces of its own: %v; uid_map %q", role, pid, st, own, strings.Join(strings.Fields(string(uidMap)), " "))
+		t.Logf("%s (pid %s): %v; namespaces of its own: %v; uid_map %q; open files: %v", role, pid, st, own,
+			strings.Join(strings.Fields(string(uidMap)), " "), openFiles(pid))
 		if st["Seccomp"] != "2" {
 			t.Errorf("%s (pid %s) runs without a seccomp filter: Seccomp %q", role, pid, st["Seccomp"])
 		}

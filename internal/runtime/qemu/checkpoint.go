@@ -109,6 +109,12 @@ func (r *Runtime) keepFiles(ctx context.Context, d vmDir, snap snapDir, st vmSta
 		if err := fsutil.Sync(snap.layer(l)); err != nil {
 			return err
 		}
+		// Frozen, the layer is every child's backing file (hard links,
+		// the same inode) and, after a branch, its source's: read-only
+		// for all of them from now on. Each has reopened it read-only.
+		if err := r.protectShared(snap.layer(l)); err != nil {
+			return err
+		}
 	}
 	ss.Layers = append([]string(nil), frozen...)
 	if !ss.MemInStream {

@@ -172,11 +172,16 @@ func (l *launch) newDisk(ctx context.Context) error {
 func (l *launch) linkDisk(ctx context.Context) error {
 	for _, name := range l.ss.Layers {
 		dst := l.dir.layer(name)
+		// The clone opens it read-only, as do the snapshot's other
+		// children: readable by QEMU's group, writable by none (also a
+		// snapshot saved before layers were protected, fixed here).
+		if err := l.r.protectShared(l.snap.layer(name)); err != nil {
+			return fmt.Errorf("qemu: %w", err)
+		}
 		if err := fsutil.LinkOrCopy(ctx, l.snap.layer(name), dst); err != nil {
 			return fmt.Errorf("qemu: %w", err)
 		}
-		// Snapshots made while QEMU ran as root hold root's files.
-		if err := l.r.chown(dst); err != nil {
+		if err := l.r.protectShared(dst); err != nil { // a copy
 			return fmt.Errorf("qemu: %w", err)
 		}
 	}

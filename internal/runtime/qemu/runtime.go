@@ -198,14 +198,22 @@ func memFileHasProp(help, prop string) bool {
 }
 
 // protectRAM makes a snapshot's RAM file root's and read-only, readable
-// by QEMU's group only: every clone of the snapshot maps it (through hard
-// links, the same inode), so a VM whose QEMU could write it could rewrite
-// the memory of every later clone. Without rom= (old QEMU) clones still
-// open it read-write: it stays QEMU's user's.
+// by QEMU's group only (protectShared): every clone of the snapshot maps
+// it (through hard links, the same inode), so a VM whose QEMU could write
+// it could rewrite the memory of every later clone. Without rom= (old
+// QEMU) clones still open it read-write: it stays QEMU's user's.
 func (r *Runtime) protectRAM(path string) error {
 	if !r.romOff {
 		return r.chown(path)
 	}
+	return r.protectShared(path)
+}
+
+// protectShared makes a file that VMs open only read-only, and that other
+// VMs share through hard links (a snapshot's RAM file, its frozen disk
+// layers), root's with mode 0440 and QEMU's group (0400 for a root QEMU):
+// readable by every VM, writable by none.
+func (r *Runtime) protectShared(path string) error {
 	gid, mode := 0, os.FileMode(0o400)
 	if r.uid >= 0 {
 		gid, mode = r.gid, 0o440
