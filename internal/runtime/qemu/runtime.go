@@ -41,6 +41,12 @@ type Config struct {
 	// User, if set, is the unprivileged user QEMU runs as (its VM
 	// directory and tap belong to it).
 	User string
+	// UIDs, if Count > 0, gives every VM a host uid of its own from the
+	// range (its gid the same number): its QEMU runs as that uid and its
+	// directory, disk and tap are that uid's, so one VM's QEMU cannot open
+	// another's files. User is still needed: its group, QEMU's
+	// supplementary group, reads the files a snapshot's children share.
+	UIDs UIDRange
 	// NoSandbox drops QEMU's -sandbox seccomp filter (debugging only).
 	NoSandbox bool
 	Logger    *slog.Logger
@@ -52,6 +58,9 @@ type Runtime struct {
 	qemu     string
 	qemuImg  string
 	uid, gid int // -1 when QEMU runs as root
+	// uids, if not nil, holds each VM's own uid (Config.UIDs); uid and gid
+	// are then the shared user's, whose group reads shared files.
+	uids *uidPool
 	kvmGid   int // supplementary group for /dev/kvm (0: none)
 	major    int // QEMU's major version
 	// romOff: this QEMU's memory-backend-file has rom=, so a clone can
@@ -125,6 +134,21 @@ func New(cfg Config) (*Runtime, error) {
 			}
 		}
 	}
+	if cfg.UIDs.Count > 0 {
+		if err := cfg.UIDs.check(); err != nil {
+			return nil, fmt.Errorf("qemu: %w", err)
+		}
+		// Clones of one snapshot, each its own uid, read its RAM file
+		// and frozen layers through the shared group: they must be able
+		// to open the RAM file read-only.
+		if r.uid < 0 || !r.romOff {
+			return nil, errors.New("qemu: one uid per VM needs an unprivileged --qemu-user (its group reads snapshots) and a QEMU with memory-backend-file rom= (8.2 or later)")
+		}
+		r.uids = newUIDPool(cfg.UIDs)
+		if err := r.uids.recover(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("qemu: recover VM uids: %w", err)
+		}
+	}
 	return r, nil
 }
 
@@ -148,12 +172,33 @@ func ensureTraversable(dir string) error {
 	}
 }
 
-// chown gives path to the user QEMU runs as, if not root.
+// chown gives path to the user QEMU runs as, if not root: with one uid
+// per VM, the uid of the VM whose directory holds path (its VM's own
+// files are all there); anything else, the shared user.
 func (r *Runtime) chown(path string) error {
-	if r.uid < 0 {
+	uid, gid := r.uid, r.gid
+	if rel, err := filepath.Rel(r.cfg.Dir, path); err == nil && r.uids != nil && !strings.HasPrefix(rel, "..") {
+		id, _, _ := strings.Cut(rel, string(filepath.Separator))
+		if u, ok := r.uids.lookup(id); ok {
+			uid, gid = u, u
+		}
+	}
+	if uid < 0 {
 		return nil
 	}
-	return os.Chown(path, r.uid, r.gid)
+	return os.Chown(path, uid, gid)
+}
+
+// qemuUser is who VM id's QEMU runs as: its own uid (and a gid of the same
+// number) with the shared user's group besides, or the shared user; -1
+// for root.
+func (r *Runtime) qemuUser(id string) (uid, gid int, groups []int) {
+	if r.uids != nil {
+		if u, ok := r.uids.lookup(id); ok {
+			return u, u, []int{r.gid}
+		}
+	}
+	return r.uid, r.gid, nil
 }
 
 // Name implements runtime.Runtime.
@@ -274,7 +319,15 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		// retried rather than something left behind unnamed.
 		return errors.Join(errs...)
 	}
-	return os.RemoveAll(d.path)
+	if err := os.RemoveAll(d.path); err != nil {
+		return err
+	}
+	// Its uid owns nothing any more (its processes are dead, its files
+	// gone): free for the next VM.
+	if r.uids != nil {
+		r.uids.put(id)
+	}
+	return nil
 }
 
 // List implements runtime.Runtime.

@@ -32,8 +32,8 @@ func (l *launch) makeNetns(ctx context.Context) error {
 		return fmt.Errorf("qemu: network: %w", err)
 	}
 	owner := ""
-	if l.r.uid >= 0 {
-		owner = fmt.Sprintf(" user %d group %d", l.r.uid, l.r.gid)
+	if uid, gid, _ := l.r.qemuUser(l.spec.ID); uid >= 0 {
+		owner = fmt.Sprintf(" user %d group %d", uid, gid)
 	}
 	cmds := fmt.Sprintf("tuntap add dev %s mode tap%s\nlink set %s address %s mtu %d\naddr add %s dev %s\nlink set %s up\nlink set lo up\n",
 		tapName, owner, tapName, netns.HostMAC, netns.MTU, netns.HostAddr, tapName, tapName)
