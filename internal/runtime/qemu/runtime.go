@@ -60,9 +60,9 @@ type Runtime struct {
 	uid, gid int // -1 when QEMU runs as root
 	// uids, if not nil, holds each VM's own uid (Config.UIDs); uid and gid
 	// are then the shared user's, whose group reads shared files.
-	uids *uidPool
-	kvmGid   int // supplementary group for /dev/kvm (0: none)
-	major    int // QEMU's major version
+	uids   *uidPool
+	kvmGid int // supplementary group for /dev/kvm (0: none)
+	major  int // QEMU's major version
 	// romOff: this QEMU's memory-backend-file has rom=, so a clone can
 	// open its snapshot's RAM file read-only and still write its RAM
 	// (privately). Older ones map a readonly=on file as the guest's ROM.
