@@ -14,6 +14,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	"github.com/cove-sandbox/cove/pkg/apitype"
 )
@@ -379,4 +380,100 @@ func TestHardenBackendProcesses(t *testing.T) {
 	if found == 0 {
 		t.Fatalf("no backend process of sandbox %s", sb.id)
 	}
+}
+
+// TestHardenVMUIDs: with --qemu-uids every VM's QEMU runs as a host uid of
+// its own, which owns its directory; no VM can enter another's. Clones of
+// one snapshot, each its own uid, all read its shared RAM file and disk.
+// A restarted daemon knows which uids its VMs hold, and a dead VM's uid is
+// handed out again.
+func TestHardenVMUIDs(t *testing.T) {
+	if backend() != "qemu" {
+		t.Skip("one uid per VM is the QEMU backend's (--qemu-uids); gVisor's processes are checked by TestHardenBackendProcesses")
+	}
+	const base, count = 300000, 3
+	d, err := startDaemon(filepath.Join(suite.tmp, "vm-uids"), "--qemu-uids", strconv.Itoa(base)+":"+strconv.Itoa(count))
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := countResources(t, d.stateDir())
+	defer func() {
+		d.stop()
+		waitResources(t, d.stateDir(), before)
+	}()
+	ctx := context.Background()
+	tag := "uids-" + randomHex(3)
+	if _, err := d.c.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: tag, MemoryMiB: 256, PoolSize: intp(0)}); err != nil {
+		t.Fatalf("snapshot: %v\n%s", err, d.logTail())
+	}
+	sbs := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: tag, N: 2})
+	uidOf := func(id string) int {
+		t.Helper()
+		for pid, args := range backendProcs(d.stateDir()) {
+			if !strings.Contains(strings.Join(args, " "), "/"+id+"/") {
+				continue
+			}
+			st, err := procStatus(pid)
+			if err != nil {
+				t.Fatal(err)
+			}
+			uid, gid := procIDs(t, pid)
+			if uid < base || uid >= base+count || gid != uid || st["CapEff"] != "0000000000000000" {
+				t.Errorf("VM %s's QEMU: %v, want a uid of the range, the same gid, no capability", id, st)
+			}
+			var dir syscall.Stat_t
+			if err := syscall.Stat(filepath.Join(d.stateDir(), "sandboxes", id), &dir); err != nil || int(dir.Uid) != uid || dir.Mode&0o077 != 0 {
+				t.Errorf("VM %s's directory: owner %d mode %o (%v), want %d's alone", id, dir.Uid, dir.Mode&0o777, err, uid)
+			}
+			return uid
+		}
+		t.Fatalf("no QEMU of VM %s", id)
+		return 0
+	}
+	a, b := uidOf(sbs[0].id), uidOf(sbs[1].id)
+	t.Logf("VM %s runs as uid %d, VM %s as %d", sbs[0].id, a, sbs[1].id, b)
+	if a == b {
+		t.Fatalf("both VMs run as uid %d", a)
+	}
+	for _, sb := range sbs {
+		execOK(t, d, sb, "head -c 16M /dev/urandom > /work/x && echo ok")
+	}
+	// One VM's uid cannot look into the other's directory, nor open its disk.
+	other := filepath.Join(d.stateDir(), "sandboxes", sbs[1].id)
+	for _, probe := range [][]string{{"ls", other}, {"test", "-r", filepath.Join(other, "agent.sock")}, {"sh", "-c", "cat " + other + "/disk-*.qcow2 >/dev/null"}} {
+		cmd := append([]string{"--reuid=" + strconv.Itoa(a), "--regid=" + strconv.Itoa(a), "--clear-groups"}, probe...)
+		if out, err := exec.Command("setpriv", cmd...).CombinedOutput(); err == nil {
+			t.Errorf("uid %d (VM %s): %v succeeded: %s", a, sbs[0].id, probe, out)
+		}
+	}
+
+	// Restarted, the daemon knows both uids are taken: a new VM gets the
+	// range's third.
+	d.kill9()
+	if err := d.start(); err != nil {
+		t.Fatal(err)
+	}
+	if err := d.waitRecovered(time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	for _, sb := range sbs {
+		execOK(t, d, sb, "cat /work/x > /dev/null")
+	}
+	c := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: tag})[0]
+	if u := uidOf(c.id); u == a || u == b {
+		t.Errorf("a VM made after the restart runs as uid %d, which VM %s holds", u, map[int]string{a: sbs[0].id, b: sbs[1].id}[u])
+	}
+	// The range is full; a VM that goes gives its uid to the next.
+	if err := d.c.DeleteSandbox(ctx, sbs[0].id); err != nil {
+		t.Fatal(err)
+	}
+	next := create(t, d, apitype.CreateSandboxRequest{SnapshotTag: tag})[0]
+	if u := uidOf(next.id); u != a {
+		t.Errorf("after VM %s (uid %d) went, the next VM runs as uid %d, want %d", sbs[0].id, a, u, a)
+	}
+	execOK(t, d, next, "true")
+	for _, sb := range []sandbox{sbs[1], c, next} {
+		d.c.DeleteSandbox(ctx, sb.id)
+	}
+	deleteSnapshotEventually(t, d, tag)
 }
