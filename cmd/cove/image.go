@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -13,6 +14,8 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/cove-sandbox/cove/internal/image"
+	"github.com/cove-sandbox/cove/internal/runtime"
+	"github.com/cove-sandbox/cove/internal/runtime/qemu"
 )
 
 func newImageCmd(cfg *clientConfig) *cobra.Command {
@@ -58,6 +61,9 @@ recipe is a no-op. Progress goes to stderr, the image's id to stdout.`,
 				o.AgentPath = p
 			}
 			o.Progress = cmd.ErrOrStderr()
+			if o.VM {
+				o.VMSmoke = smokeBootVM
+			}
 			img, err := image.Build(cmd.Context(), o)
 			if err != nil {
 				return err
@@ -74,6 +80,13 @@ recipe is a no-op. Progress goes to stderr, the image's id to stdout.`,
 	fs.BoolVarP(&o.Verbose, "verbose", "v", false, "show debootstrap and apt output")
 	fs.BoolVar(&o.VM, "vm", false, "also build the QEMU microVM artifacts (kernel, initrd, ext4 disk)")
 	return cmd
+}
+
+// smokeBootVM boots new VM artifacts as the QEMU backend would, before
+// the build publishes them.
+func smokeBootVM(ctx context.Context, vf image.VMFiles) error {
+	return qemu.SmokeBoot(ctx, qemu.Config{}, runtime.ImageFiles{Rootfs: filepath.Join(filepath.Dir(vf.Dir), "rootfs"),
+		Kernel: vf.Kernel, Initrd: vf.Initrd, Disk: vf.Disk})
 }
 
 // imageDefaultAgent finds cove-agent beside the running cove, where

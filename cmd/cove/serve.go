@@ -38,7 +38,7 @@ import (
 
 // serveFlags are serve's flags.
 type serveFlags struct {
-	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, runsc, defaultSnap, logLevel, auditLog string
+	addr, stateDir, imageDir, defaultImage, apiKeyFile, backend, accel, qemuUser, qemuUIDs, runsc, defaultSnap, logLevel, auditLog string
 
 	defaultTTL, maxTTL, startTimeout, deadKeep time.Duration
 
@@ -79,6 +79,7 @@ are re-attached at its next start.`,
 	fs.StringVar(&f.backend, "backend", "auto", "isolation backend: auto, gvisor or qemu")
 	fs.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
 	fs.StringVar(&f.qemuUser, "qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
+	fs.StringVar(&f.qemuUIDs, "qemu-uids", "", "`BASE:COUNT`: run each VM's QEMU as a host uid of its own from this range (uids at least 1000, unused on the host) instead of all as --qemu-user, whose group still reads snapshots")
 	fs.StringVar(&f.runsc, "runsc", "runsc", "path to runsc")
 	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
 	fs.DurationVar(&f.maxTTL, "max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
@@ -340,7 +341,13 @@ func openRuntime(ctx context.Context, f serveFlags, dir string, images imageReso
 	be := backendInfo{name: name, accel: acc, reason: reason}
 	var rt runtime.Runtime
 	if name == "qemu" {
-		rt, err = qemu.New(qemu.Config{Dir: dir, Accel: acc, User: f.qemuUser, Logger: log})
+		var uids qemu.UIDRange
+		if f.qemuUIDs != "" {
+			if uids, err = qemu.ParseUIDRange(f.qemuUIDs); err != nil {
+				return nil, backendInfo{}, fmt.Errorf("--qemu-uids: %w", err)
+			}
+		}
+		rt, err = qemu.New(qemu.Config{Dir: dir, Accel: acc, User: f.qemuUser, UIDs: uids, Logger: log})
 	} else {
 		rt, err = gvisor.New(gvisor.Config{Runsc: f.runsc, Dir: dir, Logger: log})
 	}

@@ -29,9 +29,13 @@ type BuildOptions struct {
 	Logger    *slog.Logger // nil for none
 	// VM also makes the QEMU backend's artifacts (vm.go): kernel, initrd
 	// and ext4 disk. VMKernelDeb, if set, is the kernel .deb to use
-	// instead of the newest one apt knows.
+	// instead of the pinned one (pinnedKernel).
 	VM          bool
 	VMKernelDeb string
+	// VMSmoke, if set, boots new VM artifacts before they are published
+	// (qemu.SmokeBoot: the agent must answer a ping). If it fails, nothing
+	// is published and the name's current image stays what it was.
+	VMSmoke func(ctx context.Context, vf VMFiles) error
 
 	// buildBase populates a base rootfs; tests replace debootstrap.
 	buildBase baseFunc
@@ -116,15 +120,17 @@ func (b *builder) build(ctx context.Context) (Image, error) {
 	img, err := load(dir, id)
 	switch {
 	case err == nil:
-		if err := setCurrent(dir, b.opts.Name, id); err != nil {
-			return Image{}, err
-		}
-		img.Current = true
+		// The VM artifacts before the name moves: an image QEMU cannot
+		// boot never becomes current.
 		if b.opts.VM {
 			if err := b.ensureVM(ctx, img); err != nil {
 				return Image{}, err
 			}
 		}
+		if err := setCurrent(dir, b.opts.Name, id); err != nil {
+			return Image{}, err
+		}
+		img.Current = true
 		b.prog.printf("image: %s is up to date", id)
 		b.log.Info("image up to date", "id", id)
 		return img, nil
@@ -148,15 +154,17 @@ func (b *builder) build(ctx context.Context) (Image, error) {
 	if err != nil {
 		return Image{}, err
 	}
+	if b.opts.VM {
+		if err := b.ensureVM(ctx, img); err != nil {
+			// The image stays, not current: the next build finds it
+			// and tries its VM artifacts again.
+			return Image{}, err
+		}
+	}
 	if err := setCurrent(dir, b.opts.Name, id); err != nil {
 		return Image{}, err
 	}
 	img.Current = true
-	if b.opts.VM {
-		if err := b.ensureVM(ctx, img); err != nil {
-			return Image{}, err
-		}
-	}
 	b.prog.printf("image: %s ready in %.1fs: %s, %s", id, time.Since(start).Seconds(), img.Rootfs, humanize.IBytes(uint64(img.Manifest.SizeBytes)))
 	b.log.Info("image built", "id", id, "rootfs", img.Rootfs, "size", img.Manifest.SizeBytes, "elapsed", time.Since(start))
 	return img, nil

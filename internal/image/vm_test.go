@@ -3,9 +3,14 @@ package image
 import (
 	"bytes"
 	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -136,11 +141,41 @@ func TestInitrd(t *testing.T) {
 	}
 }
 
-func TestKernelABIOrder(t *testing.T) {
-	names := []string{"linux-image-6.1.0-9-cloud-amd64-unsigned", "linux-image-6.1.0-57-cloud-amd64-unsigned", "linux-image-6.1.0-28-cloud-amd64-unsigned"}
-	slices.SortFunc(names, func(a, b string) int { return strings.Compare(kernelABI(a), kernelABI(b)) })
-	if names[2] != "linux-image-6.1.0-57-cloud-amd64-unsigned" {
-		t.Fatalf("newest = %s", names[2])
+// TestPinnedKernel: the pin names one cloud kernel at one version with a
+// SHA-256, and a .deb is accepted only with that digest.
+func TestPinnedKernel(t *testing.T) {
+	kp := pinnedKernel()
+	if !regexp.MustCompile(`^linux-image-[0-9.]+-[0-9]+-cloud-amd64-unsigned$`).MatchString(kp.Name) ||
+		!regexp.MustCompile(`^[0-9][0-9a-z.+~-]*$`).MatchString(kp.Version) ||
+		!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(kp.SHA256) {
+		t.Fatalf("malformed pin %+v", kp)
+	}
+	dir := t.TempDir()
+	deb := filepath.Join(dir, "k.deb")
+	os.WriteFile(deb, []byte("a kernel package"), 0o644)
+	sum := sha256.Sum256([]byte("a kernel package"))
+	good := kernelPackage{Name: kp.Name, Version: kp.Version, SHA256: hex.EncodeToString(sum[:])}
+	for _, tc := range []struct {
+		name string
+		path string
+		kp   kernelPackage
+		want error // nil: accepted
+	}{
+		{"matching digest", deb, good, nil},
+		{"upper-case pin", deb, kernelPackage{Name: kp.Name, SHA256: strings.ToUpper(good.SHA256)}, nil},
+		{"another package", deb, kp, ErrKernelDigest},
+		{"empty pin", deb, kernelPackage{Name: kp.Name}, ErrKernelDigest},
+		{"missing file", filepath.Join(dir, "none.deb"), good, fs.ErrNotExist},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			err := checkKernelDeb(tc.path, tc.kp)
+			if tc.want == nil && err != nil || tc.want != nil && !errors.Is(err, tc.want) {
+				t.Fatalf("checkKernelDeb = %v, want %v", err, tc.want)
+			}
+			if errors.Is(err, ErrKernelDigest) && !strings.Contains(err.Error(), good.SHA256) {
+				t.Errorf("the error does not name the digest found: %v", err)
+			}
+		})
 	}
 }
 

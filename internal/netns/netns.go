@@ -6,7 +6,9 @@ package netns
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"net"
 	"os"
 	"os/exec"
@@ -124,6 +126,56 @@ func Do(ns string, fn func() error) error {
 		ch <- fnErr
 	}()
 	return <-ch
+}
+
+// ipv6Conf is where a namespace's IPv6 settings are, per interface, as
+// seen by a thread inside it (sysctl's net tree follows the caller's
+// namespace, not the mount's).
+const ipv6Conf = "/proc/sys/net/ipv6/conf/"
+
+// DisableIPv6 sets disable_ipv6 in namespace ns for each named interface
+// ("default": links made there later; "all": every link). A link with IPv6
+// off gets no link-local fe80:: address, so nothing on a sandbox's link
+// speaks IPv6 or announces itself over it: the sandbox's side is IPv4 only
+// and its host side answers nothing. Disabling "default" before a link is
+// made keeps its address from ever appearing, not even for a moment. A host
+// without IPv6 has nothing to disable.
+func DisableIPv6(ns string, ifaces ...string) error {
+	return Do(ns, func() error {
+		if _, err := os.Stat(ipv6Conf); errors.Is(err, fs.ErrNotExist) {
+			return nil
+		}
+		for _, ifc := range ifaces {
+			if ifc == "" || ifc == "." || ifc == ".." || strings.Contains(ifc, "/") {
+				return fmt.Errorf("netns %s: disable IPv6: bad interface name %q", ns, ifc)
+			}
+			if err := os.WriteFile(ipv6Conf+ifc+"/disable_ipv6", []byte("1\n"), 0); err != nil {
+				return fmt.Errorf("netns %s: disable IPv6 on %s: %w", ns, ifc, err)
+			}
+		}
+		return nil
+	})
+}
+
+// IPv6Disabled reports whether IPv6 is off for interface ifc in namespace
+// ns (or the host has none).
+func IPv6Disabled(ns, ifc string) (bool, error) {
+	var off bool
+	err := Do(ns, func() error {
+		b, err := os.ReadFile(ipv6Conf + ifc + "/disable_ipv6")
+		if errors.Is(err, fs.ErrNotExist) {
+			if _, serr := os.Stat(ipv6Conf); errors.Is(serr, fs.ErrNotExist) {
+				off = true
+				return nil
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("netns %s: %w", ns, err)
+		}
+		off = strings.TrimSpace(string(b)) == "1"
+		return nil
+	})
+	return off, err
 }
 
 // Dial connects to addr from inside the named network namespace.

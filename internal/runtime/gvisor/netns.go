@@ -30,9 +30,24 @@ func setupNetns(ctx context.Context, id string) error {
 	if err := netns.Add(ctx, h); err != nil {
 		return err
 	}
+	// Both ends of the veth are made with IPv6 off, so neither ever has a
+	// link-local fe80:: address: runsc copies the guest end's addresses
+	// into its netstack, and the host end would otherwise answer the
+	// sandbox (and announce itself) over IPv6 past the IPv4-only rules.
+	for _, ns := range []string{g, h} {
+		if err := netns.DisableIPv6(ns, "default"); err != nil {
+			return err
+		}
+	}
 	hostCmds := fmt.Sprintf("link add veth0 mtu %d address %s type veth peer name eth0 mtu %d address %s netns %s\n"+
 		"addr add %s dev veth0\nlink set veth0 up\nlink set lo up\n", netns.MTU, netns.HostMAC, netns.MTU, netns.GuestMAC, g, netns.HostAddr)
 	if err := netns.IP(ctx, h, strings.NewReader(hostCmds), "-batch", "-"); err != nil {
+		return err
+	}
+	if err := netns.DisableIPv6(h, "veth0"); err != nil {
+		return err
+	}
+	if err := netns.DisableIPv6(g, "eth0"); err != nil {
 		return err
 	}
 	guestCmds := fmt.Sprintf("addr add %s dev eth0\nlink set eth0 up\nlink set lo up\nroute add default via %s dev eth0\n",

@@ -109,16 +109,21 @@ func (r *Runtime) keepFiles(ctx context.Context, d vmDir, snap snapDir, st vmSta
 		if err := fsutil.Sync(snap.layer(l)); err != nil {
 			return err
 		}
+		// Frozen, the layer is every child's backing file (hard links,
+		// the same inode) and, after a branch, its source's: read-only
+		// for all of them from now on. Each has reopened it read-only.
+		if err := r.protectShared(snap.layer(l)); err != nil {
+			return err
+		}
 	}
 	ss.Layers = append([]string(nil), frozen...)
 	if !ss.MemInStream {
 		if err := fsutil.LinkOrCopy(ctx, st.MemPath, snap.mem()); err != nil {
 			return err
 		}
-		// QEMU 7.2 opens a memory-backend-file read-write even for a
-		// private mapping (it never writes it): clones, running as the
-		// QEMU user, must be able to.
-		if err := r.chown(snap.mem()); err != nil {
+		// Clones open it read-only (readonly=on,rom=off) and write their
+		// RAM privately: it is root's, so none can change it for others.
+		if err := r.protectRAM(snap.mem()); err != nil {
 			return err
 		}
 	}

@@ -25,11 +25,15 @@ type vmConfig struct {
 	Layers    []string // the VM's qcow2 chain, oldest first; the last is active
 	MemPath   string   // memory-backend-file path; "": anonymous RAM
 	MemShared bool     // share=on (the VM owns MemPath) or a private CoW mapping
-	MemoryMiB int
-	CPUs      int
-	Accel     string // "tcg" or "kvm"
-	Hostname  string
-	ID        string
+	// MemReadonly opens MemPath read-only (readonly=on) while the guest
+	// still writes its RAM, privately (rom=off): a clone's view of the
+	// RAM file its snapshot's other clones map too.
+	MemReadonly bool
+	MemoryMiB   int
+	CPUs        int
+	Accel       string // "tcg" or "kvm"
+	Hostname    string
+	ID          string
 	// The agent's bounds inside the guest (cove.pids=, cove.nofile=); zero
 	// is none. A restored guest keeps its snapshot's.
 	Pids, OpenFiles int
@@ -153,7 +157,11 @@ func (c vmConfig) memBackend() string {
 	if c.MemPath == "" {
 		return fmt.Sprintf("memory-backend-ram,id=mem,size=%dM", c.MemoryMiB)
 	}
-	return fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared))
+	s := fmt.Sprintf("memory-backend-file,id=mem,size=%dM,mem-path=%s,share=%s", c.MemoryMiB, c.MemPath, onOff(c.MemShared))
+	if c.MemReadonly && !c.MemShared {
+		s += ",readonly=on,rom=off"
+	}
+	return s
 }
 
 func (c vmConfig) netdev() string {

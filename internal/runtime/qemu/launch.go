@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -33,6 +34,7 @@ func (r *Runtime) Restore(ctx context.Context, spec runtime.Spec, image string) 
 var (
 	coldBoot = []step{
 		{"check", (*launch).check},
+		{"uid", (*launch).takeUID},
 		{"dir", (*launch).makeDir},
 		{"netns", (*launch).makeNetns},
 		{"disk", (*launch).newDisk},
@@ -42,6 +44,7 @@ var (
 	}
 	fromSnapshot = []step{
 		{"check", (*launch).check},
+		{"uid", (*launch).takeUID},
 		{"snapshot", (*launch).readSnapshot},
 		{"dir", (*launch).makeDir},
 		{"netns", (*launch).makeNetns},
@@ -91,6 +94,8 @@ func (l *launch) run(ctx context.Context, steps []step) (err error) {
 			if derr := l.r.Destroy(cctx, l.spec.ID); derr != nil {
 				l.r.log.Warn("cleanup after failed start", "id", l.spec.ID, "err", derr)
 			}
+		} else if err != nil && l.r.uids != nil {
+			l.r.uids.put(l.spec.ID) // nothing was made with it
 		}
 	}()
 	took := []any{"id", l.spec.ID}
@@ -118,6 +123,20 @@ func (l *launch) check(ctx context.Context) error {
 			return fmt.Errorf("qemu: state dir path too long for a unix socket: %s", l.dir.path)
 		}
 	}
+	return nil
+}
+
+// takeUID gives the VM a uid of its own, with one uid per VM (before its
+// directory, which is given to that uid and tells a restarted daemon).
+func (l *launch) takeUID(ctx context.Context) error {
+	if l.r.uids == nil {
+		return nil
+	}
+	uid, err := l.r.uids.get(l.spec.ID)
+	if err != nil {
+		return err
+	}
+	l.r.log.Debug("VM uid", "id", l.spec.ID, "uid", uid)
 	return nil
 }
 
@@ -172,11 +191,16 @@ func (l *launch) newDisk(ctx context.Context) error {
 func (l *launch) linkDisk(ctx context.Context) error {
 	for _, name := range l.ss.Layers {
 		dst := l.dir.layer(name)
+		// The clone opens it read-only, as do the snapshot's other
+		// children: readable by QEMU's group, writable by none (also a
+		// snapshot saved before layers were protected, fixed here).
+		if err := l.r.protectShared(l.snap.layer(name)); err != nil {
+			return fmt.Errorf("qemu: %w", err)
+		}
 		if err := fsutil.LinkOrCopy(ctx, l.snap.layer(name), dst); err != nil {
 			return fmt.Errorf("qemu: %w", err)
 		}
-		// Snapshots made while QEMU ran as root hold root's files.
-		if err := l.r.chown(dst); err != nil {
+		if err := l.r.protectShared(dst); err != nil { // a copy
 			return fmt.Errorf("qemu: %w", err)
 		}
 	}
@@ -212,10 +236,16 @@ func (l *launch) linkMemory(ctx context.Context) error {
 		return nil
 	}
 	l.st.MemPath, l.st.MemShared = l.dir.mem(), false
+	// A snapshot saved before RAM files were protected has one QEMU's
+	// user owns: protected here, before any clone links it.
+	if err := l.r.protectRAM(l.snap.mem()); err != nil {
+		return fmt.Errorf("qemu: the snapshot's RAM file: %w", err)
+	}
 	if err := fsutil.LinkOrCopy(ctx, l.snap.mem(), l.st.MemPath); err != nil {
 		return fmt.Errorf("qemu: the clone's RAM file: %w", err)
 	}
-	if err := l.r.chown(l.st.MemPath); err != nil {
+	// A copy (another filesystem) is protected the same way.
+	if err := l.r.protectRAM(l.st.MemPath); err != nil {
 		return fmt.Errorf("qemu: %w", err)
 	}
 	return nil
@@ -229,7 +259,7 @@ func (l *launch) startQEMU(ctx context.Context) error {
 	}
 	cfg := vmConfig{
 		Dir: l.dir, Kernel: l.spec.Kernel, Initrd: l.spec.Initrd, Base: l.spec.Disk, Layers: l.dir.layers(l.st.Layers),
-		MemPath: l.st.MemPath, MemShared: l.st.MemShared, MemoryMiB: l.st.MemoryMiB, CPUs: l.st.CPUs,
+		MemPath: l.st.MemPath, MemShared: l.st.MemShared, MemReadonly: l.r.romOff, MemoryMiB: l.st.MemoryMiB, CPUs: l.st.CPUs,
 		Accel: l.r.cfg.Accel, Hostname: l.spec.Hostname, ID: l.spec.ID, Incoming: l.snap != "", Sandbox: !l.r.cfg.NoSandbox,
 		Pids: l.spec.Pids, OpenFiles: l.spec.OpenFiles,
 	}
@@ -268,12 +298,19 @@ func (r *Runtime) spawn(cfg vmConfig) (int, error) {
 	defer tap.Close()
 	cfg.TapFD = 3 // the first of ExtraFiles
 	args := []string{"netns", "exec", ns}
-	if r.uid >= 0 {
-		groups := "--clear-groups"
+	if uid, gid, extra := r.qemuUser(cfg.ID); uid >= 0 {
 		if r.kvmGid > 0 {
-			groups = "--groups=" + strconv.Itoa(r.kvmGid)
+			extra = append(extra, r.kvmGid)
 		}
-		args = append(args, "setpriv", "--reuid="+strconv.Itoa(r.uid), "--regid="+strconv.Itoa(r.gid),
+		groups := "--clear-groups"
+		if len(extra) > 0 {
+			s := make([]string, len(extra))
+			for i, g := range extra {
+				s[i] = strconv.Itoa(g)
+			}
+			groups = "--groups=" + strings.Join(s, ",")
+		}
+		args = append(args, "setpriv", "--reuid="+strconv.Itoa(uid), "--regid="+strconv.Itoa(gid),
 			groups, "--inh-caps=-all", "--bounding-set=-all", "--no-new-privs")
 	}
 	args = append(append(args, r.qemu), cfg.args()...)

@@ -23,10 +23,10 @@ func TestStepLists(t *testing.T) {
 		return n
 	}
 	cold, snap := names(coldBoot), names(fromSnapshot)
-	if want := []string{"check", "dir", "netns", "disk", "memory", "qemu", "qmp"}; !slices.Equal(cold, want) {
+	if want := []string{"check", "uid", "dir", "netns", "disk", "memory", "qemu", "qmp"}; !slices.Equal(cold, want) {
 		t.Errorf("cold boot: %v, want %v", cold, want)
 	}
-	if want := []string{"check", "snapshot", "dir", "netns", "disk", "memory", "qemu", "qmp", "incoming"}; !slices.Equal(snap, want) {
+	if want := []string{"check", "uid", "snapshot", "dir", "netns", "disk", "memory", "qemu", "qmp", "incoming"}; !slices.Equal(snap, want) {
 		t.Errorf("restore: %v, want %v", snap, want)
 	}
 }
@@ -62,7 +62,8 @@ func TestLaunchCheck(t *testing.T) {
 }
 
 // TestLaunchCleanup fails launches at a step before and after the VM's
-// directory is made: either way nothing is left.
+// directory is made: either way nothing is left, and with one uid per VM
+// the VM's uid is free again.
 func TestLaunchCleanup(t *testing.T) {
 	if os.Geteuid() != 0 {
 		t.Skip("Destroy runs ip netns") // as in TestListAndDestroyIdempotent
@@ -75,14 +76,27 @@ func TestLaunchCleanup(t *testing.T) {
 	}{
 		{"before the directory", []step{fail, {"dir", (*launch).makeDir}}},
 		{"after the directory", []step{{"dir", (*launch).makeDir}, fail}},
+		{"with a uid, before the directory", []step{{"uid", (*launch).takeUID}, fail, {"dir", (*launch).makeDir}}},
+		{"with a uid, after the directory", []step{{"uid", (*launch).takeUID}, {"dir", (*launch).makeDir}, fail}},
 	} {
 		dir := t.TempDir()
 		r := &Runtime{cfg: Config{Dir: dir}, uid: -1, gid: -1, log: discardLogger()}
+		if strings.HasPrefix(tc.name, "with a uid") {
+			r.uids = newUIDPool(UIDRange{Base: 300000, Count: 1})
+		}
 		if err := r.newLaunch(runtime.Spec{ID: "vm1"}, "").run(context.Background(), tc.steps); !errors.Is(err, boom) {
 			t.Errorf("%s: run = %v, want the step's error", tc.name, err)
 		}
 		if ids, _ := r.List(context.Background()); len(ids) != 0 {
 			t.Errorf("%s: left %v", tc.name, ids)
+		}
+		if r.uids != nil {
+			if _, ok := r.uids.lookup("vm1"); ok {
+				t.Errorf("%s: the failed VM keeps its uid", tc.name)
+			}
+			if _, err := r.uids.get("vm2"); err != nil {
+				t.Errorf("%s: the next VM gets no uid: %v", tc.name, err)
+			}
 		}
 	}
 }

@@ -41,6 +41,12 @@ type Config struct {
 	// User, if set, is the unprivileged user QEMU runs as (its VM
 	// directory and tap belong to it).
 	User string
+	// UIDs, if Count > 0, gives every VM a host uid of its own from the
+	// range (its gid the same number): its QEMU runs as that uid and its
+	// directory, disk and tap are that uid's, so one VM's QEMU cannot open
+	// another's files. User is still needed: its group, QEMU's
+	// supplementary group, reads the files a snapshot's children share.
+	UIDs UIDRange
 	// NoSandbox drops QEMU's -sandbox seccomp filter (debugging only).
 	NoSandbox bool
 	Logger    *slog.Logger
@@ -52,9 +58,16 @@ type Runtime struct {
 	qemu     string
 	qemuImg  string
 	uid, gid int // -1 when QEMU runs as root
-	kvmGid   int // supplementary group for /dev/kvm (0: none)
-	major    int // QEMU's major version
-	log      *slog.Logger
+	// uids, if not nil, holds each VM's own uid (Config.UIDs); uid and gid
+	// are then the shared user's, whose group reads shared files.
+	uids   *uidPool
+	kvmGid int // supplementary group for /dev/kvm (0: none)
+	major  int // QEMU's major version
+	// romOff: this QEMU's memory-backend-file has rom=, so a clone can
+	// open its snapshot's RAM file read-only and still write its RAM
+	// (privately). Older ones map a readonly=on file as the guest's ROM.
+	romOff bool
+	log    *slog.Logger
 
 	mu sync.Mutex
 	// agentConns holds the agent socket connections made while restoring,
@@ -99,6 +112,10 @@ func New(cfg Config) (*Runtime, error) {
 		r.log = slog.Default()
 	}
 	r.major = majorVersion(r.Version(context.Background()))
+	r.romOff = r.hasMemFileProp(context.Background(), "rom")
+	if !r.romOff {
+		r.log.Warn("qemu: memory-backend-file has no rom=: clones open their snapshot's RAM file read-write (QEMU 8.2 or later opens it read-only)", "qemu", r.Version(context.Background()))
+	}
 	if cfg.User != "" {
 		u, err := user.Lookup(cfg.User)
 		if err != nil {
@@ -115,6 +132,21 @@ func New(cfg Config) (*Runtime, error) {
 			if g, err := user.LookupGroup("kvm"); err == nil {
 				r.kvmGid, _ = strconv.Atoi(g.Gid)
 			}
+		}
+	}
+	if cfg.UIDs.Count > 0 {
+		if err := cfg.UIDs.check(); err != nil {
+			return nil, fmt.Errorf("qemu: %w", err)
+		}
+		// Clones of one snapshot, each its own uid, read its RAM file
+		// and frozen layers through the shared group: they must be able
+		// to open the RAM file read-only.
+		if r.uid < 0 || !r.romOff {
+			return nil, errors.New("qemu: one uid per VM needs an unprivileged --qemu-user (its group reads snapshots) and a QEMU with memory-backend-file rom= (8.2 or later)")
+		}
+		r.uids = newUIDPool(cfg.UIDs)
+		if err := r.uids.recover(cfg.Dir); err != nil {
+			return nil, fmt.Errorf("qemu: recover VM uids: %w", err)
 		}
 	}
 	return r, nil
@@ -140,12 +172,33 @@ func ensureTraversable(dir string) error {
 	}
 }
 
-// chown gives path to the user QEMU runs as, if not root.
+// chown gives path to the user QEMU runs as, if not root: with one uid
+// per VM, the uid of the VM whose directory holds path (its VM's own
+// files are all there); anything else, the shared user.
 func (r *Runtime) chown(path string) error {
-	if r.uid < 0 {
+	uid, gid := r.uid, r.gid
+	if rel, err := filepath.Rel(r.cfg.Dir, path); err == nil && r.uids != nil && !strings.HasPrefix(rel, "..") {
+		id, _, _ := strings.Cut(rel, string(filepath.Separator))
+		if u, ok := r.uids.lookup(id); ok {
+			uid, gid = u, u
+		}
+	}
+	if uid < 0 {
 		return nil
 	}
-	return os.Chown(path, r.uid, r.gid)
+	return os.Chown(path, uid, gid)
+}
+
+// qemuUser is who VM id's QEMU runs as: its own uid (and a gid of the same
+// number) with the shared user's group besides, or the shared user; -1
+// for root.
+func (r *Runtime) qemuUser(id string) (uid, gid int, groups []int) {
+	if r.uids != nil {
+		if u, ok := r.uids.lookup(id); ok {
+			return u, u, []int{r.gid}
+		}
+	}
+	return r.uid, r.gid, nil
 }
 
 // Name implements runtime.Runtime.
@@ -164,6 +217,56 @@ func (r *Runtime) Version(ctx context.Context) string {
 	}
 	line, _, _ := strings.Cut(strings.TrimSpace(string(out)), "\n")
 	return line + " (" + r.cfg.Accel + ") " + machineRev
+}
+
+// hasMemFileProp reports whether this QEMU's memory-backend-file has the
+// property prop (its "-object memory-backend-file,help" lists "prop=").
+func (r *Runtime) hasMemFileProp(ctx context.Context, prop string) bool {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, r.qemu, "-object", "memory-backend-file,help").CombinedOutput()
+	if err != nil {
+		return false
+	}
+	return memFileHasProp(string(out), prop)
+}
+
+// memFileHasProp reads a property's line off QEMU's list of an object's
+// options ("  rom=<OnOffAuto>  - Whether ...").
+func memFileHasProp(help, prop string) bool {
+	for _, line := range strings.Split(help, "\n") {
+		if strings.HasPrefix(strings.TrimSpace(line), prop+"=") {
+			return true
+		}
+	}
+	return false
+}
+
+// protectRAM makes a snapshot's RAM file root's and read-only, readable
+// by QEMU's group only (protectShared): every clone of the snapshot maps
+// it (through hard links, the same inode), so a VM whose QEMU could write
+// it could rewrite the memory of every later clone. Without rom= (old
+// QEMU) clones still open it read-write: it stays QEMU's user's.
+func (r *Runtime) protectRAM(path string) error {
+	if !r.romOff {
+		return r.chown(path)
+	}
+	return r.protectShared(path)
+}
+
+// protectShared makes a file that VMs open only read-only, and that other
+// VMs share through hard links (a snapshot's RAM file, its frozen disk
+// layers), root's with mode 0440 and QEMU's group (0400 for a root QEMU):
+// readable by every VM, writable by none.
+func (r *Runtime) protectShared(path string) error {
+	gid, mode := 0, os.FileMode(0o400)
+	if r.uid >= 0 {
+		gid, mode = r.gid, 0o440
+	}
+	if err := os.Chown(path, 0, gid); err != nil {
+		return err
+	}
+	return os.Chmod(path, mode)
 }
 
 // majorVersion reads the major version off QEMU's version line
@@ -216,7 +319,15 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		// retried rather than something left behind unnamed.
 		return errors.Join(errs...)
 	}
-	return os.RemoveAll(d.path)
+	if err := os.RemoveAll(d.path); err != nil {
+		return err
+	}
+	// Its uid owns nothing any more (its processes are dead, its files
+	// gone): free for the next VM.
+	if r.uids != nil {
+		r.uids.put(id)
+	}
+	return nil
 }
 
 // List implements runtime.Runtime.

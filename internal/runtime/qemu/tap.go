@@ -26,9 +26,14 @@ func (l *launch) makeNetns(ctx context.Context) error {
 	if err := netns.Add(ctx, ns); err != nil {
 		return fmt.Errorf("qemu: network: %w", err)
 	}
+	// The guest's kernel has no IPv6 (ipv6.disable=1); the tap gets none
+	// either, so the host end has no fe80:: link-local to answer on.
+	if err := netns.DisableIPv6(ns, "default"); err != nil {
+		return fmt.Errorf("qemu: network: %w", err)
+	}
 	owner := ""
-	if l.r.uid >= 0 {
-		owner = fmt.Sprintf(" user %d group %d", l.r.uid, l.r.gid)
+	if uid, gid, _ := l.r.qemuUser(l.spec.ID); uid >= 0 {
+		owner = fmt.Sprintf(" user %d group %d", uid, gid)
 	}
 	cmds := fmt.Sprintf("tuntap add dev %s mode tap%s\nlink set %s address %s mtu %d\naddr add %s dev %s\nlink set %s up\nlink set lo up\n",
 		tapName, owner, tapName, netns.HostMAC, netns.MTU, netns.HostAddr, tapName, tapName)
