@@ -79,7 +79,7 @@ are re-attached at its next start.`,
 	fs.StringVar(&f.backend, "backend", "auto", "isolation backend: auto, gvisor or qemu")
 	fs.StringVar(&f.accel, "accel", "auto", "QEMU accelerator: auto (kvm when a probe guest boots), kvm or tcg")
 	fs.StringVar(&f.qemuUser, "qemu-user", defaultQemuUser(), "unprivileged user QEMU runs as (default cove-qemu when that user exists, as INSTALL_QEMU=1 scripts/install-deps.sh makes it); empty for root")
-	fs.StringVar(&f.qemuUIDs, "qemu-uids", "", "`BASE:COUNT`: run each VM's QEMU as a host uid of its own from this range (uids at least 1000, unused on the host) instead of all as --qemu-user, whose group still reads snapshots")
+	fs.StringVar(&f.qemuUIDs, "qemu-uids", "auto", "`BASE:COUNT`: run each VM's QEMU as a host uid of its own from this range (uids at least 1000, unused on the host), with --qemu-user's group, which reads snapshots; auto: "+qemu.DefaultUIDs.String()+" where QEMU and --qemu-user allow it; off: every VM as --qemu-user")
 	fs.StringVar(&f.runsc, "runsc", "runsc", "path to runsc")
 	fs.DurationVar(&f.defaultTTL, "default-ttl", 15*time.Minute, "lifetime of a sandbox that asks for none")
 	fs.DurationVar(&f.maxTTL, "max-ttl", 24*time.Hour, "longest lifetime a sandbox may ask for")
@@ -341,13 +341,7 @@ func openRuntime(ctx context.Context, f serveFlags, dir string, images imageReso
 	be := backendInfo{name: name, accel: acc, reason: reason}
 	var rt runtime.Runtime
 	if name == "qemu" {
-		var uids qemu.UIDRange
-		if f.qemuUIDs != "" {
-			if uids, err = qemu.ParseUIDRange(f.qemuUIDs); err != nil {
-				return nil, backendInfo{}, fmt.Errorf("--qemu-uids: %w", err)
-			}
-		}
-		rt, err = qemu.New(qemu.Config{Dir: dir, Accel: acc, User: f.qemuUser, UIDs: uids, Logger: log})
+		rt, err = newQEMU(qemu.Config{Dir: dir, Accel: acc, User: f.qemuUser, Logger: log}, f.qemuUIDs, log)
 	} else {
 		rt, err = gvisor.New(gvisor.Config{Runsc: f.runsc, Dir: dir, Logger: log})
 	}
@@ -355,6 +349,32 @@ func openRuntime(ctx context.Context, f serveFlags, dir string, images imageReso
 		return nil, backendInfo{}, err
 	}
 	return rt, be, nil
+}
+
+// newQEMU makes the QEMU runtime with the uids --qemu-uids asks for: auto
+// is the default range when there is an unprivileged QEMU user, and falls
+// back to that one user, with a warning, where QEMU cannot do one per VM.
+func newQEMU(cfg qemu.Config, uids string, log *slog.Logger) (runtime.Runtime, error) {
+	auto := uids == "auto"
+	switch {
+	case uids == "off" || (auto && cfg.User == ""):
+		return qemu.New(cfg)
+	case auto:
+		cfg.UIDs = qemu.DefaultUIDs
+	default:
+		r, err := qemu.ParseUIDRange(uids)
+		if err != nil {
+			return nil, fmt.Errorf("--qemu-uids: %w", err)
+		}
+		cfg.UIDs = r
+	}
+	rt, err := qemu.New(cfg)
+	if auto && errors.Is(err, qemu.ErrUIDsUnsupported) {
+		log.Warn("every VM runs as the one QEMU user: this QEMU cannot give each its own uid", "user", cfg.User, "err", err)
+		cfg.UIDs = qemu.UIDRange{}
+		return qemu.New(cfg)
+	}
+	return rt, err
 }
 
 // chooseBackend picks the isolation backend (and QEMU's accelerator) and

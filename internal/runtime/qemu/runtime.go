@@ -142,7 +142,7 @@ func New(cfg Config) (*Runtime, error) {
 		// and frozen layers through the shared group: they must be able
 		// to open the RAM file read-only.
 		if r.uid < 0 || !r.romOff {
-			return nil, errors.New("qemu: one uid per VM needs an unprivileged --qemu-user (its group reads snapshots) and a QEMU with memory-backend-file rom= (8.2 or later)")
+			return nil, ErrUIDsUnsupported
 		}
 		r.uids = newUIDPool(cfg.UIDs)
 		if err := r.uids.recover(cfg.Dir); err != nil {

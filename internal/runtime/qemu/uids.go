@@ -28,6 +28,9 @@ func ParseUIDRange(s string) (UIDRange, error) {
 	return r, r.check()
 }
 
+// String is the range as --qemu-uids takes it.
+func (u UIDRange) String() string { return strconv.Itoa(u.Base) + ":" + strconv.Itoa(u.Count) }
+
 // check refuses ranges that include root or system users, or wrap.
 func (u UIDRange) check() error {
 	switch {
@@ -40,6 +43,15 @@ func (u UIDRange) check() error {
 	}
 	return nil
 }
+
+// DefaultUIDs is the range cove serve gives VMs unless told otherwise: the
+// start of what systemd leaves unused (0x70000000 on), above its container
+// ranges and every /etc/subuid range handed to people.
+var DefaultUIDs = UIDRange{Base: 0x70000000, Count: 65536}
+
+// ErrUIDsUnsupported is a range asked of a runtime that cannot give every
+// VM its own uid.
+var ErrUIDsUnsupported = errors.New("qemu: one uid per VM needs an unprivileged --qemu-user (its group reads snapshots) and a QEMU with memory-backend-file rom= (8.2 or later)")
 
 // ErrNoUID is a VM that finds every uid of the range taken.
 var ErrNoUID = errors.New("qemu: every uid of --qemu-uids is in use")
