@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"strings"
@@ -19,8 +21,24 @@ import (
 // startFake serves a fake daemon with the snapshot "default" on loopback.
 func startFake(t *testing.T) (*fakedaemon.Daemon, string) {
 	t.Helper()
+	return startFakeWith(t, 0)
+}
+
+// startFakeWith is startFake whose creates not from a snapshot take
+// slowCreate, as a cold boot does against a warm spawn.
+func startFakeWith(t *testing.T, slowCreate time.Duration) (*fakedaemon.Daemon, string) {
+	t.Helper()
 	f := fakedaemon.New()
-	srv := httptest.NewServer(f)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if slowCreate > 0 && r.Method == http.MethodPost && r.URL.Path == "/v1/sandboxes" {
+			body, _ := io.ReadAll(r.Body)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			if !bytes.Contains(body, []byte("snapshot_tag")) {
+				time.Sleep(slowCreate)
+			}
+		}
+		f.ServeHTTP(w, r)
+	}))
 	t.Cleanup(srv.Close)
 	cl := client.New(srv.URL, "key")
 	if _, err := cl.CreateSnapshot(context.Background(), apitype.CreateSnapshotRequest{Tag: "default"}); err != nil {
@@ -73,16 +91,21 @@ func TestRunCoversTheMix(t *testing.T) {
 		name             string
 		mix              Mix
 		clients, maxLive int
+		slowCreate       time.Duration
 	}{
-		{"default", DefaultMix(), 0, 0},
-		{"rare branch", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 100, OpFiles: 100, OpBranch: 1, OpKill: 1}, 0, 0},
-		{"no create", Mix{OpSpawn: 1, OpExec: 1, OpBranch: 1, OpKill: 1}, 0, 0},
+		{"default", DefaultMix(), 0, 0, 0},
+		{"rare branch", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 100, OpFiles: 100, OpBranch: 1, OpKill: 1}, 0, 0, 0},
+		{"no create", Mix{OpSpawn: 1, OpExec: 1, OpBranch: 1, OpKill: 1}, 0, 0, 0},
 		// Others hold the places the scripted branch needs: it waits in
 		// the script rather than turning into a kill.
-		{"crowded", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 1, OpFiles: 1, OpBranch: 1, OpKill: 1}, 4, 4},
+		{"crowded", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 1, OpFiles: 1, OpBranch: 1, OpKill: 1}, 4, 4, 0},
+		// Fewer places than clients, and a slow first create: the others
+		// fill the places meanwhile and must not keep taking each one
+		// freed while the scripted op waits for it.
+		{"starved", Mix{OpCreate: 1, OpSpawn: 100, OpExec: 1, OpFiles: 1, OpBranch: 1, OpKill: 1}, 4, 3, 300 * time.Millisecond},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, url := startFake(t)
+			_, url := startFakeWith(t, tc.slowCreate)
 			o := Defaults()
 			o.Clients, o.Ops, o.Duration, o.Mix = 1, len(coverScript(tc.mix)), 0, tc.mix
 			if tc.clients > 0 {

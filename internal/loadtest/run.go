@@ -112,7 +112,10 @@ type runner struct {
 
 	claimed atomic.Int64 // ops started, against o.Ops
 	live    atomic.Int64 // sandboxes alive or being made
-	seq     atomic.Int64 // for unique snapshot tags
+	// queued is set while the scripted client waits for a place: the
+	// others leave each place freed to it, or it could wait out the run.
+	queued atomic.Bool
+	seq    atomic.Int64 // for unique snapshot tags
 
 	mu      sync.Mutex
 	pending []string // branch snapshots not deleted yet, oldest first
@@ -134,7 +137,7 @@ func (r *runner) runClients(ctx context.Context) time.Time {
 		w := &worker{r: r, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), uint64(i)))}
 		w.ops, w.cum = r.o.Mix.weighted()
 		if i == 0 {
-			w.script = coverScript(r.o.Mix)
+			w.script = r.setAside(coverScript(r.o.Mix))
 		}
 		wg.Go(func() {
 			w.loop(ctx, stop)
@@ -152,14 +155,28 @@ func (r *runner) runClients(ctx context.Context) time.Time {
 
 // next claims the next op of the run, false when there is none.
 func (r *runner) next(stop context.Context) bool {
-	if stop.Err() != nil {
-		return false
-	}
-	return r.o.Ops == 0 || r.claimed.Add(1) <= int64(r.o.Ops)
+	return stop.Err() == nil && r.claim()
 }
 
-// acquire takes a place for one more sandbox under maxLive.
-func (r *runner) acquire() bool {
+func (r *runner) claim() bool { return r.o.Ops == 0 || r.claimed.Add(1) <= int64(r.o.Ops) }
+
+// setAside claims the ops of the script up front, as many as the run has:
+// the other clients, faster at ops cheaper than its first create, would
+// otherwise spend the whole count before the script is through.
+func (r *runner) setAside(script []string) []string {
+	if r.o.Ops > 0 {
+		script = script[:min(len(script), r.o.Ops)]
+		r.claimed.Add(int64(len(script)))
+	}
+	return script
+}
+
+// acquire takes a place for one more sandbox under maxLive; a client
+// without the script gets none while the scripted one waits.
+func (r *runner) acquire(scripted bool) bool {
+	if !scripted && r.queued.Load() {
+		return false
+	}
 	for {
 		n := r.live.Load()
 		if n >= int64(r.maxLive) {

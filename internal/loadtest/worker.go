@@ -62,7 +62,8 @@ func (e mismatchError) Error() string { return e.what }
 // loop runs ops until the run has no more. Ops run under ctx, not stop:
 // the one in flight when the time is up finishes.
 func (w *worker) loop(ctx, stop context.Context) {
-	for w.r.next(stop) {
+	// The script's ops were claimed when it was made (setAside).
+	for (len(w.script) > 0 && stop.Err() == nil) || w.r.next(stop) {
 		op, ok := w.choose(stop)
 		if !ok {
 			return
@@ -96,6 +97,9 @@ func (w *worker) choose(stop context.Context) (string, bool) {
 	op, ok := w.fit(stop, want, true)
 	if op == want {
 		w.script = w.script[1:]
+	} else if ok && !w.r.claim() {
+		// An op in its place is one more than the script set aside.
+		return "", false
 	}
 	return op, ok
 }
@@ -112,12 +116,18 @@ func (w *worker) fit(stop context.Context, op string, wait bool) (string, bool) 
 	if !makes(op) {
 		return op, true
 	}
+	if wait {
+		defer w.r.queued.Store(false)
+	}
 	for {
 		if len(w.sbs) >= w.r.o.PerClient {
 			return OpKill, true
 		}
-		if w.r.acquire() {
+		if w.r.acquire(wait) {
 			return op, true
+		}
+		if wait {
+			w.r.queued.Store(true)
 		}
 		if len(w.sbs) > 0 && !wait {
 			return OpKill, true
