@@ -189,7 +189,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
 		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep, Network: network,
-		Meter: usageMeter,
+		Meter: usageMeter, TokenSealKey: tokenSealKey(key),
 	})
 	// Recover reads the records and checks the sandboxes in the
 	// background: the API serves at once, and the default snapshot is
