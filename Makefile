@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 IMAGES  ?= /var/lib/cove/images
 
-.PHONY: all deps deps-e2e e2b-sdk build image up down test unit fuzz e2e mcp-check bench vet clean
+.PHONY: all deps deps-e2e e2b-sdk build image up down test unit fuzz e2e mcp-check bench vet clean proto
 
 all: build
 
@@ -55,6 +55,15 @@ up: image
 
 down:
 	bash scripts/down.sh
+
+# The E2B envd facade's protobuf code (internal/e2b/pb), regenerated from
+# its .proto files with pinned tools from the Go module proxy.
+PROTO_TOOLS := github.com/bufbuild/buf/cmd/buf@v1.75.0 \
+	google.golang.org/protobuf/cmd/protoc-gen-go@v1.36.12 \
+	connectrpc.com/connect/cmd/protoc-gen-connect-go@v1.21.1
+proto:
+	@for t in $(PROTO_TOOLS); do $(GO) install $$t || exit 1; done
+	cd internal/e2b/pb && PATH="$$($(GO) env GOPATH)/bin:$$PATH" buf generate
 
 # vet also refuses an untidy go.mod and any tracked file over 1 MB (a
 # committed binary or image).
