@@ -306,7 +306,9 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, km *keys.Ma
 	servers := []*http.Server{newServer(handler)}
 	errc := make(chan error, 4)
 	go func() { errc <- servers[0].Serve(l) }()
-	e2bServers, err := startE2B(ctx, f, loopbackURL(l.Addr()), key, f.e2bDomainFor(listenPort(l), netInfo.PreviewHTTPSPort), newServer, errc, log)
+	e2bServers, closeEnvd, err := startE2B(ctx, f, loopbackURL(l.Addr()), key, f.e2bDomainFor(listenPort(l), netInfo.PreviewHTTPSPort),
+		svc.TokenForCheck, newServer, errc, log)
+	defer closeEnvd()
 	servers = append(servers, e2bServers...)
 	if err != nil {
 		for _, srv := range servers {

@@ -59,9 +59,12 @@ func (f serveFlags) e2bDomainFor(httpPort, httpsPort int) string {
 // them until the returned servers are shut down; errors of Serve go to
 // errc. Both sides call the daemon's own API on apiURL: the control plane
 // with each caller's key, envd with the daemon's key plus the sandbox
-// token the SDK sends (which is what authorizes its calls).
-func startE2B(ctx context.Context, f serveFlags, apiURL, daemonKey, domain string, newServer func(http.Handler) *http.Server, errc chan<- error, log *slog.Logger) ([]*http.Server, error) {
+// token the SDK sends (which is what authorizes its calls). checkToken
+// gives envd the plain token a signed file URL's hash is keyed by. The
+// returned func ends envd's terminals and watchers.
+func startE2B(ctx context.Context, f serveFlags, apiURL, daemonKey, domain string, checkToken func(context.Context, string) (string, error), newServer func(http.Handler) *http.Server, errc chan<- error, log *slog.Logger) ([]*http.Server, func(), error) {
 	var servers []*http.Server
+	closeEnvd := func() {}
 	start := func(flag, addr string, h http.Handler) error {
 		l, err := net.Listen("tcp", loopbackDefault(addr))
 		if err != nil {
@@ -75,18 +78,24 @@ func startE2B(ctx context.Context, f serveFlags, apiURL, daemonKey, domain strin
 	}
 	api := client.New(apiURL, daemonKey, client.WithUserAgent("cove-e2b/"+version))
 	if f.e2bEnvd != "" {
-		h := envd.New(envd.Config{Logger: log, Client: func(context.Context, string) (*client.Client, error) { return api, nil }})
+		h := envd.New(envd.Config{Logger: log,
+			Client: func(context.Context, string) (*client.Client, error) { return api, nil },
+			Token: func(ctx context.Context, id string) (string, bool) {
+				tok, err := checkToken(ctx, id)
+				return tok, err == nil
+			}})
+		closeEnvd = func() { h.Close() }
 		if err := start("e2b-envd", f.e2bEnvd, h); err != nil {
-			return servers, err
+			return servers, closeEnvd, err
 		}
 	}
 	if f.e2bAPI != "" {
 		h := e2b.New(e2b.Config{API: api, EnvdVersion: envd.EnvdVersion, Domain: domain, DefaultSnapshot: f.defaultSnap, Logger: log})
 		if err := start("e2b-api", f.e2bAPI, h); err != nil {
-			return servers, err
+			return servers, closeEnvd, err
 		}
 	}
-	return servers, nil
+	return servers, closeEnvd, nil
 }
 
 // tokenSealKey is the key sandbox tokens are sealed with in the store,

@@ -50,6 +50,20 @@ func (s *Service) RevealToken(ctx context.Context, id string) (string, error) {
 	if !ok || !p.RevealTokens || p.Tenant != b.owner() {
 		return "", fmt.Errorf("%w: this API key may not be given sandbox tokens (reveal_tokens is off, or the sandbox is another tenant's)", ErrForbidden)
 	}
+	return s.openToken(ctx, id)
+}
+
+// TokenForCheck is sandbox id's token for the daemon's own checks, which
+// need the plain token (E2B's signed file URLs are a hash keyed by it):
+// whoever asks, it must never be answered to a caller.
+func (s *Service) TokenForCheck(ctx context.Context, id string) (string, error) {
+	if _, err := s.lookup(ctx, id); err != nil {
+		return "", err
+	}
+	return s.openToken(ctx, id)
+}
+
+func (s *Service) openToken(ctx context.Context, id string) (string, error) {
 	if len(s.cfg.TokenSealKey) == 0 {
 		return "", fmt.Errorf("%w: the daemon keeps no sealed tokens", ErrTokenUnavailable)
 	}
