@@ -90,7 +90,8 @@ func startE2B(ctx context.Context, f serveFlags, apiURL, daemonKey, domain strin
 		}
 	}
 	if f.e2bAPI != "" {
-		h := e2b.New(e2b.Config{API: api, EnvdVersion: envd.EnvdVersion, Domain: domain, DefaultSnapshot: f.defaultSnap, Logger: log})
+		h := e2b.New(e2b.Config{API: api, EnvdVersion: envd.EnvdVersion, Domain: domain, DefaultSnapshot: f.defaultSnap, Logger: log,
+			User: e2b.DefaultUser, Cwd: e2b.DefaultCwd})
 		if err := start("e2b-api", f.e2bAPI, h); err != nil {
 			return servers, closeEnvd, err
 		}

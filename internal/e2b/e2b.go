@@ -33,6 +33,14 @@ const (
 	metaPrefix    = "e2b.meta."
 )
 
+// DefaultUser is the account E2B's sandboxes run as when a call names
+// none (as E2B's base template does; cove's own default is root), in its
+// home, DefaultCwd.
+const (
+	DefaultUser = "user"
+	DefaultCwd  = "/home/user"
+)
+
 // DefaultTemplate is E2B's default template name, served by cove's
 // default snapshot.
 const DefaultTemplate = "base"
@@ -52,7 +60,10 @@ type Config struct {
 	DefaultSnapshot string
 	// ClientID is the create answer's clientID.
 	ClientID string
-	Logger   *slog.Logger
+	// User and Cwd are a new sandbox's default account and directory
+	// (DefaultUser, DefaultCwd for E2B's; "": the image's).
+	User, Cwd string
+	Logger    *slog.Logger
 }
 
 // Handler serves E2B's control plane.
@@ -201,7 +212,8 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	for k, v := range req.Metadata {
 		labels[metaPrefix+k] = v
 	}
-	creq := apitype.CreateSandboxRequest{TTLSecs: req.Timeout, Labels: labels, Env: req.EnvVars}
+	creq := apitype.CreateSandboxRequest{TTLSecs: req.Timeout, Labels: labels, Env: req.EnvVars,
+		User: h.cfg.User, Cwd: h.cfg.Cwd}
 	if tmpl == DefaultTemplate {
 		creq.SnapshotTag = h.cfg.DefaultSnapshot
 	} else {

@@ -52,6 +52,8 @@ type env struct {
 	url  string // the facade's
 	keys *keys.Manager
 	net  *fakeNetwork
+	// daemon is cove's own API, with the daemon's key.
+	daemon *client.Client
 }
 
 // newEnv is the facade over a real API server over the fake runtime, as
@@ -88,9 +90,9 @@ func newEnv(t *testing.T) *env {
 		Info: func(context.Context) apitype.Info { return apitype.Info{} }}))
 	t.Cleanup(daemon.Close)
 	facade := httptest.NewServer(e2b.New(e2b.Config{API: client.New(daemon.URL, daemonKey), EnvdVersion: "0.5.7",
-		Domain: "localhost:8443", Logger: log}))
+		Domain: "localhost:8443", Logger: log, User: "nobody", Cwd: "/tmp"}))
 	t.Cleanup(facade.Close)
-	return &env{url: facade.URL, keys: km, net: fnet}
+	return &env{url: facade.URL, keys: km, net: fnet, daemon: client.New(daemon.URL, daemonKey)}
 }
 
 func (e *env) key(t *testing.T, o keys.CreateOptions) string {
@@ -172,6 +174,15 @@ func TestCreateConnect(t *testing.T) {
 			}
 			if sb.Domain == nil || *sb.Domain != "localhost:8443" {
 				t.Fatalf("domain %v", sb.Domain)
+			}
+			// What cove keeps: the user and cwd the facade is configured
+			// with, the env, the metadata as labels.
+			info, err := e.daemon.GetSandbox(context.Background(), sb.SandboxID)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if info.User != "nobody" || info.Cwd != "/tmp" || info.Env["A"] != "1" || info.Labels["e2b.meta.app"] != "x" || info.Labels["e2b.template"] != "base" {
+				t.Fatalf("cove's record: %+v", info)
 			}
 			var c sandboxResp
 			e.must(t, k, "POST", gen+"/sandboxes/"+sb.SandboxID+"/connect", `{"timeout":600}`, http.StatusOK, &c)
