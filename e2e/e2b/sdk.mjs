@@ -8,6 +8,8 @@
 //   other COVE_E2B_FOREIGN (a sandbox id of another tenant) is not found,
 //         and listing shows none of that tenant's sandboxes
 // Each step prints "ok NAME MS"; the first failure exits 1 with its reason.
+import https from "node:https";
+
 const e2b = await import(process.env.COVE_E2B_MODULE);
 const { Sandbox, CommandExitError, AuthenticationError, NotFoundError } = e2b;
 const mode = process.argv[2] || "full";
@@ -37,6 +39,25 @@ async function rejects(f, cls, what) {
     return e;
   }
   throw new Error(`${what}: did not fail`);
+}
+
+// getHTTPS fetches https://HOST/ with HOST exactly as getHost gave it (its
+// name in SNI and Host, trusted through NODE_EXTRA_CA_CERTS); only the
+// name's resolution is the test's: *.localhost resolves to loopback in
+// browsers, not in this machine's resolver.
+function getHTTPS(host) {
+  const [hostname, port] = host.split(":");
+  const lookup = (_h, o, cb) => (o && o.all ? cb(null, [{ address: "127.0.0.1", family: 4 }]) : cb(null, "127.0.0.1", 4));
+  return new Promise((resolve, reject) => {
+    const req = https.get({ hostname, port: port || 443, path: "/index.html", lookup, timeout: 5000 }, (res) => {
+      let body = "";
+      res.setEncoding("utf8");
+      res.on("data", (d) => { body += d; });
+      res.on("end", () => resolve({ status: res.statusCode, body }));
+    });
+    req.on("timeout", () => req.destroy(new Error("timeout")));
+    req.on("error", reject);
+  });
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -142,6 +163,25 @@ async function full() {
     await sbx.files.write("/home/user/w/new.txt", "x");
     await until("a watch event for new.txt", () => events.some((e) => e.name.endsWith("new.txt")));
     await w.stop();
+  });
+
+  await step("getHost(8000): https fetch of a page served inside", async () => {
+    await sbx.files.write("/home/user/site/index.html", "hello from cove " + run);
+    const srv = await sbx.commands.run("cd /home/user/site && exec python3 -m http.server 8000", { background: true });
+    const host = sbx.getHost(8000);
+    check(host === `8000-${sbx.sandboxId}.${process.env.E2B_DOMAIN}`, "host " + host);
+    let last = "";
+    await until("the page over https://" + host, async () => {
+      try {
+        const r = await getHTTPS(host);
+        last = `${r.status} ${r.body}`;
+        return r.status === 200 && r.body === "hello from cove " + run;
+      } catch (e) {
+        last = String(e);
+        return false;
+      }
+    }, 20000).catch((e) => { throw new Error(e.message + ": last " + last); });
+    await srv.kill();
   });
 
   await step("setTimeout", async () => {

@@ -9,6 +9,7 @@ package e2b
 
 import (
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -31,6 +32,7 @@ import (
 const (
 	labelTemplate = "e2b.template"
 	metaPrefix    = "e2b.meta."
+	metaHexPrefix = "e2b.metax."
 )
 
 // DefaultUser is the account E2B's sandboxes run as when a call names
@@ -184,6 +186,9 @@ type createRequest struct {
 	} `json:"autoResume"`
 	Secure              *bool `json:"secure"`
 	AllowInternetAccess *bool `json:"allow_internet_access"`
+	Network             *struct {
+		AllowPublicTraffic *bool `json:"allowPublicTraffic"`
+	} `json:"network"`
 }
 
 // sandboxResponse is E2B's Sandbox (create, connect, fork children).
@@ -210,7 +215,11 @@ func (h *Handler) create(w http.ResponseWriter, r *http.Request) {
 	}
 	labels := map[string]string{labelTemplate: tmpl}
 	for k, v := range req.Metadata {
-		labels[metaPrefix+k] = v
+		labels[metaLabel(k)] = v
+	}
+	// E2B's ports are public unless network.allowPublicTraffic is false.
+	if req.Network == nil || req.Network.AllowPublicTraffic == nil || *req.Network.AllowPublicTraffic {
+		labels[apitype.LabelPublicPorts] = "true"
 	}
 	creq := apitype.CreateSandboxRequest{TTLSecs: req.Timeout, Labels: labels, Env: req.EnvVars,
 		User: h.cfg.User, Cwd: h.cfg.Cwd}
@@ -257,10 +266,24 @@ func templateOf(info apitype.SandboxInfo) string {
 	return DefaultTemplate
 }
 
+// metaLabel is the cove label that keeps metadata key k: cove's label
+// keys are lower-case letters, digits and . _ / -, so any other key is
+// kept hex-encoded under metaHexPrefix.
+func metaLabel(k string) string {
+	if k != "" && strings.Trim(k, "abcdefghijklmnopqrstuvwxyz0123456789._/-") == "" {
+		return metaPrefix + k
+	}
+	return metaHexPrefix + hex.EncodeToString([]byte(k))
+}
+
 func metadataOf(info apitype.SandboxInfo) map[string]string {
 	md := map[string]string{}
 	for k, v := range info.Labels {
-		if rest, ok := strings.CutPrefix(k, metaPrefix); ok {
+		if rest, ok := strings.CutPrefix(k, metaHexPrefix); ok {
+			if raw, err := hex.DecodeString(rest); err == nil {
+				md[string(raw)] = v
+			}
+		} else if rest, ok := strings.CutPrefix(k, metaPrefix); ok {
 			md[rest] = v
 		}
 	}
@@ -557,7 +580,7 @@ func (h *Handler) list(w http.ResponseWriter, r *http.Request) {
 		}
 		want = make(map[string]string, len(vals))
 		for k, v := range vals {
-			want[metaPrefix+k] = v[0]
+			want[metaLabel(k)] = v[0]
 		}
 	}
 	states := []string{"running", "paused"}

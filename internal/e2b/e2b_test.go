@@ -181,7 +181,8 @@ func TestCreateConnect(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if info.User != "nobody" || info.Cwd != "/tmp" || info.Env["A"] != "1" || info.Labels["e2b.meta.app"] != "x" || info.Labels["e2b.template"] != "base" {
+			if info.User != "nobody" || info.Cwd != "/tmp" || info.Env["A"] != "1" || info.Labels["e2b.meta.app"] != "x" || info.Labels["e2b.template"] != "base" ||
+				info.Labels[apitype.LabelPublicPorts] != "true" {
 				t.Fatalf("cove's record: %+v", info)
 			}
 			var c sandboxResp
@@ -241,7 +242,7 @@ func TestListTenancy(t *testing.T) {
 	acme := e.key(t, keys.CreateOptions{Name: "a", Tenant: "acme"})
 	beta := e.key(t, keys.CreateOptions{Name: "b", Tenant: "beta"})
 	var ids []string
-	for _, md := range []string{`{"team":"red"}`, `{"team":"red","x":"1"}`, `{"team":"blue"}`} {
+	for _, md := range []string{`{"team":"red"}`, `{"team":"red","x":"1"}`, `{"team":"blue","Owner Name":"Zoë"}`} {
 		var sb sandboxResp
 		e.must(t, acme, "POST", "/v2/sandboxes", `{"templateID":"base","metadata":`+md+`}`, http.StatusCreated, &sb)
 		ids = append(ids, sb.SandboxID)
@@ -261,6 +262,7 @@ func TestListTenancy(t *testing.T) {
 		{"all of acme", acme, "", 3},
 		{"metadata team=red", acme, "?metadata=team%3Dred", 2},
 		{"metadata two keys", acme, "?metadata=team%3Dred%26x%3D1", 1},
+		{"metadata key cove labels cannot hold", acme, "?metadata=Owner%2BName%3DZo%C3%AB", 1},
 		{"state paused", acme, "?state=paused", 0},
 		{"state running", acme, "?state=running", 3},
 		{"beta sees its own", beta, "", 1},
