@@ -216,6 +216,15 @@ async function full() {
     check(await kid.kill(), "kill child");
   });
 
+  await step("wrong access token → AuthenticationError", async () => {
+    // The sandbox as the SDK builds it from a create answer, with another
+    // token: envd refuses every call.
+    const bad = new Sandbox({ sandboxId: sbx.sandboxId, sandboxDomain: sbx.sandboxDomain, envdVersion: "0.5.7",
+      envdAccessToken: "0".repeat(48) });
+    await rejects(() => bad.commands.run("true"), AuthenticationError, "commands.run");
+    await rejects(() => bad.files.read("/etc/hostname"), AuthenticationError, "files.read");
+  });
+
   await step("pause, then connect: memory and files kept", async () => {
     const bg = await sbx.commands.run("sleep 3600", { background: true });
     await sbx.files.write("/home/user/paused.txt", "kept");
