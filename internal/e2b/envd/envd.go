@@ -47,8 +47,12 @@ type Config struct {
 	// Token, if set, returns sandbox id's plain access token while the
 	// control plane holds it; signed /files URLs carry no token, only a
 	// hash keyed by it, so without it they answer 401.
-	Token  func(ctx context.Context, sandboxID string) (string, bool)
-	Logger *slog.Logger
+	Token func(ctx context.Context, sandboxID string) (string, bool)
+	// DefaultUser is the user of a request that names none; "" is the
+	// sandbox's own default (cove's agent user, its work directory). E2B's
+	// is "user", whose home /home/user relative paths then start at.
+	DefaultUser string
+	Logger      *slog.Logger
 	// MaxWatchers bounds the polling watchers (CreateWatcher) held at once;
 	// 0 is 256.
 	MaxWatchers int
@@ -123,6 +127,9 @@ func (s *Server) targetOf(ctx context.Context, h http.Header) (target, error) {
 	if err != nil {
 		return target{}, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	if user == "" {
+		user = s.cfg.DefaultUser
+	}
 	c, err := s.cfg.Client(ctx, id)
 	if err != nil {
 		return target{}, toConnect(fmt.Errorf("sandbox %s: %w", id, err))
@@ -168,10 +175,10 @@ func toConnect(err error) error {
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, client.ErrBadRequest):
 		code = connect.CodeInvalidArgument
-	case errors.Is(err, client.ErrUnauthorized):
+	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):
+		// The facade's API key may reach the sandbox, so a refusal is the
+		// access token's: envd's unauthenticated.
 		code = connect.CodeUnauthenticated
-	case errors.Is(err, client.ErrForbidden):
-		code = connect.CodePermissionDenied
 	case errors.Is(err, client.ErrGone), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrBadGateway):
 		code = connect.CodeUnavailable
 	case errors.Is(err, client.ErrNoSpace), errors.Is(err, client.ErrTooLarge), errors.Is(err, client.ErrLimit), errors.Is(err, client.ErrQuota):

@@ -154,9 +154,9 @@ func collect[T interface{ GetEvent() *process.ProcessEvent }](t *testing.T, s in
 	Receive() bool
 	Msg() T
 	Err() error
-}, each func(*result) bool) result {
+}, pid uint32, each func(*result) bool) result {
 	t.Helper()
-	var r result
+	r := result{pid: pid}
 	for s.Receive() {
 		switch ev := s.Msg().GetEvent().GetEvent().(type) {
 		case *process.ProcessEvent_Start:
@@ -214,7 +214,7 @@ func TestStartForeground(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			r := collect(t, s, nil)
+			r := collect(t, s, 0, nil)
 			if r.pid == 0 || r.end == nil {
 				t.Fatalf("pid %d, end %v: want both", r.pid, r.end)
 			}
@@ -273,11 +273,11 @@ func TestBackgroundProcess(t *testing.T) {
 	if _, err := e.proc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: byPid})); err != nil {
 		t.Fatal(err)
 	}
-	r := collect(t, s, nil)
+	r := collect(t, s, pid, nil)
 	if r.stdout != "hello\n" || r.end.GetExitCode() != 0 || !r.end.GetExited() {
 		t.Errorf("start stream: stdout %q end %v, want hello and exit 0", r.stdout, r.end)
 	}
-	rc := collect(t, cs, nil)
+	rc := collect(t, cs, pid, nil)
 	if rc.stdout != "hello\n" || rc.end.GetExitCode() != 0 {
 		t.Errorf("connect stream: stdout %q end %v, want hello and exit 0", rc.stdout, rc.end)
 	}
@@ -308,7 +308,7 @@ func TestSendSignal(t *testing.T) {
 				Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}, Signal: tc.sig})); err != nil {
 				t.Fatal(err)
 			}
-			r := collect(t, s, nil)
+			r := collect(t, s, pid, nil)
 			if r.end.GetExitCode() != -1 || r.end.GetExited() || r.end.GetStatus() != tc.status {
 				t.Errorf("end %v, want -1, not exited, %q", r.end, tc.status)
 			}
@@ -349,7 +349,7 @@ func TestPTY(t *testing.T) {
 		}
 	}
 	type_("stty size; echo mark-$((6*7))\n")
-	r := collect(t, s, func(r *result) bool { return strings.Contains(r.pty, "mark-42") })
+	r := collect(t, s, pid, func(r *result) bool { return strings.Contains(r.pty, "mark-42") })
 	if !strings.Contains(r.pty, "33 101") {
 		t.Errorf("terminal output %q: no size 33 101 after the resize", r.pty)
 	}
@@ -359,7 +359,7 @@ func TestPTY(t *testing.T) {
 	if _, err := e.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
-	r = collect(t, s, nil)
+	r = collect(t, s, pid, nil)
 	if r.end == nil || r.end.GetExitCode() == 0 {
 		t.Errorf("end after a kill %v, want a non-zero end", r.end)
 	}
@@ -539,9 +539,18 @@ func TestWatchDir(t *testing.T) {
 			t.Fatalf("the watch ended: %v", s.Err())
 		})
 	}
-	if _, err := e.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: e.dir + "/nope"})); err == nil {
-		t.Log("WatchDir answered before its first event")
-	}
+	t.Run("missing directory", func(t *testing.T) {
+		s, err := e.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: e.dir + "/nope"}))
+		if err == nil {
+			for s.Receive() {
+				t.Errorf("an event %v from a missing directory", s.Msg())
+			}
+			err = s.Err()
+		}
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("WatchDir of a missing directory: %v, want not_found", err)
+		}
+	})
 }
 
 func TestPollingWatcher(t *testing.T) {

@@ -63,6 +63,10 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 		return target{}, "", false
 	}
 	user := q.Get("username")
+	signedUser := user
+	if user == "" {
+		user = s.cfg.DefaultUser
+	}
 	tok := r.Header.Get(HeaderAccessToken)
 	if tok == "" {
 		sig := q.Get("signature")
@@ -71,7 +75,7 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 			return target{}, "", false
 		}
 		var ok bool
-		if tok, ok = s.checkSignature(r.Context(), id, q.Get("path"), operation, user, sig, q.Get("signature_expiration")); !ok {
+		if tok, ok = s.checkSignature(r.Context(), id, q.Get("path"), operation, signedUser, sig, q.Get("signature_expiration")); !ok {
 			httpError(w, http.StatusUnauthorized, "the signature is not valid, or has expired")
 			return target{}, "", false
 		}
@@ -218,8 +222,10 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request) {
 			dst := p
 			if dst == "" || len(out) > 0 {
 				// Without a path, or past the first file, each part names
-				// its own (relative to the user's home).
-				if dst, err = resolvePath(part.FileName(), t.user); err != nil || part.FileName() == "" {
+				// its own (relative to the user's home) as its filename:
+				// the whole path, which Part.FileName would cut to a base.
+				name := partFileName(part)
+				if dst, err = resolvePath(name, t.user); err != nil || name == "" {
 					httpError(w, http.StatusBadRequest, "a file part without a path")
 					return
 				}
@@ -255,4 +261,13 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	json.NewEncoder(w).Encode(out)
+}
+
+// partFileName is a part's filename parameter as sent.
+func partFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }

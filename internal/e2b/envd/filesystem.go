@@ -23,32 +23,36 @@ type filesystemService struct {
 	s *Server
 }
 
-// homeOf is where a user's relative paths start, as under envd: the
-// default user of E2B's templates is "user".
+// homeOf is where a user's relative paths and commands start, as under
+// envd; "" (the sandbox's own default user) is cove's work directory,
+// which cove itself resolves relative paths against.
 func homeOf(user string) string {
 	switch user {
+	case "":
+		return ""
 	case "root":
 		return "/root"
-	case "":
-		return "/home/user"
 	}
 	return "/home/" + user
 }
 
-// resolvePath makes a request's path absolute: relative paths and ~ are
-// the user's home, as envd expands them.
+// resolvePath makes a request's path absolute: relative paths and ~ start
+// at the user's home, as envd expands them. For the default user they are
+// left relative, for cove to resolve.
 func resolvePath(p, user string) (string, error) {
+	home := homeOf(user)
 	switch {
 	case p == "":
 		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("path is empty"))
 	case p == "~":
-		return homeOf(user), nil
+		p = "."
 	case strings.HasPrefix(p, "~/"):
-		p = path.Join(homeOf(user), p[2:])
-	case !path.IsAbs(p):
-		p = path.Join(homeOf(user), p)
+		p = p[2:]
 	}
-	return path.Clean(p), nil
+	if path.IsAbs(p) || home == "" {
+		return path.Clean(p), nil
+	}
+	return path.Join(home, p), nil
 }
 
 // entryInfo is an EntryInfo of cove's FileInfo.

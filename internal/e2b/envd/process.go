@@ -169,7 +169,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return p.startPTY(ctx, t, m, func(e *process.ProcessEvent) error { return snd.Send(wrap(e)) })
 	}
 	info, err := t.c.StartProcess(ctx, t.id, t.token, apitype.ExecRequest{
-		Cmd: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), Cwd: cfg.GetCwd(),
+		Cmd: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), Cwd: cwdOf(cfg, t.user),
 		User: t.user, Background: true, Tag: m.GetTag(),
 	})
 	if err != nil {
@@ -191,6 +191,15 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	return p.follow(ctx, t, pid, 0, func(e *process.ProcessEvent) error { return snd.Send(wrap(e)) }, func() error {
 		return snd.Send(wrap(keepaliveEvent()))
 	})
+}
+
+// cwdOf is where a command starts: as asked, else its user's home (envd's
+// default), else cove's work directory.
+func cwdOf(cfg *process.ProcessConfig, user string) string {
+	if cfg.Cwd != nil && *cfg.Cwd != "" {
+		return *cfg.Cwd
+	}
+	return homeOf(user)
 }
 
 // follow streams a process's output from offset on as data events, then

@@ -248,7 +248,7 @@ func (ps *processService) startPTY(ctx context.Context, t target, m *process.Sta
 	}
 	sz := m.GetPty().GetSize()
 	sess, err := t.c.Terminal(ctx, t.id, t.token, client.TerminalOptions{
-		Cols: int(sz.GetCols()), Rows: int(sz.GetRows()), User: t.user, Cwd: cfg.GetCwd(),
+		Cols: int(sz.GetCols()), Rows: int(sz.GetRows()), User: t.user, Cwd: cwdOf(cfg, t.user),
 		Cmd: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(),
 	})
 	if err != nil {
