@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
@@ -109,6 +111,8 @@ type target struct {
 	id    string
 	token string
 	user  string // "" : the sandbox's default user
+	// keepalive is how often a quiet stream sends a keepalive.
+	keepalive time.Duration
 }
 
 var errNoSandbox = errors.New("no " + HeaderSandboxID + " header")
@@ -134,7 +138,17 @@ func (s *Server) targetOf(ctx context.Context, h http.Header) (target, error) {
 	if err != nil {
 		return target{}, toConnect(fmt.Errorf("sandbox %s: %w", id, err))
 	}
-	return target{c: c, id: id, token: tok, user: user}, nil
+	return target{c: c, id: id, token: tok, user: user, keepalive: keepaliveOf(h)}, nil
+}
+
+// keepaliveOf is the interval a client asks for in Keepalive-Ping-Interval
+// (seconds; the SDK sends 50), within bounds, else keepaliveEvery.
+func keepaliveOf(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval"))
+	if err != nil || n < 1 || n > 600 {
+		return keepaliveEvery
+	}
+	return time.Duration(n) * time.Second
 }
 
 // basicUser reads the user the SDK sends as Basic base64("user:").

@@ -790,3 +790,34 @@ func TestWire(t *testing.T) {
 		})
 	}
 }
+
+// A quiet stream sends keepalives as often as the client's
+// Keepalive-Ping-Interval asks (the SDK sends 50 s; here 1 s).
+func TestKeepalive(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	req := connect.NewRequest(start("/bin/sh", "-c", "sleep 2.5; echo done"))
+	req.Header().Set("Keepalive-Ping-Interval", "1")
+	s, err := e.proc.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var kinds []string
+	for s.Receive() {
+		switch s.Msg().GetEvent().GetEvent().(type) {
+		case *process.ProcessEvent_Start:
+			kinds = append(kinds, "start")
+		case *process.ProcessEvent_Keepalive:
+			kinds = append(kinds, "keepalive")
+		case *process.ProcessEvent_Data:
+			kinds = append(kinds, "data")
+		case *process.ProcessEvent_End:
+			kinds = append(kinds, "end")
+		}
+	}
+	got := strings.Join(kinds, ",")
+	if !strings.HasPrefix(got, "start,keepalive,keepalive") || !strings.HasSuffix(got, "data,end") {
+		t.Errorf("events %s, want start, 2 keepalives or more, data, end", got)
+	}
+}

@@ -117,19 +117,12 @@ func (s *Server) checkSignature(ctx context.Context, id, p, operation, user, sig
 			return "", false
 		}
 	}
-	// The SDK signs the user it was given: "" when none, which envd's
-	// default-user SDKs spell "user".
-	users := []string{user}
-	if user == "" {
-		users = append(users, "user")
+	// The SDK signs the path and user as it sends them ("" for none).
+	want := Signature(p, operation, user, tok, expiry)
+	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
+		return "", false
 	}
-	for _, u := range users {
-		want := Signature(p, operation, u, tok, expiry)
-		if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) == 1 {
-			return tok, true
-		}
-	}
-	return "", false
+	return tok, true
 }
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {

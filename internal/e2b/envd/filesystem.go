@@ -238,7 +238,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	err = t.c.Watch(ctx, t.id, t.token, root, req.Msg.GetRecursive(), func(ev apitype.WatchEvent) error {
 		if ev.Type == apitype.WatchReady {
 			started = true
-			go keepalive(kctx, snd, func() *filesystem.WatchDirResponse {
+			go keepalive(kctx, t.keepalive, snd, func() *filesystem.WatchDirResponse {
 				return &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}
 			})
 			return snd.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}})

@@ -2,7 +2,9 @@ package envd
 
 import (
 	"encoding/base64"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/cove-sandbox/cove/internal/e2b/pb/process"
 	"github.com/cove-sandbox/cove/pkg/apitype"
@@ -133,6 +135,16 @@ func TestCwdOf(t *testing.T) {
 	for _, tc := range tests {
 		if got := cwdOf(tc.cfg, tc.user); got != tc.want {
 			t.Errorf("cwdOf(%v, %q) = %q, want %q", tc.cfg, tc.user, got, tc.want)
+		}
+	}
+}
+
+func TestKeepaliveOf(t *testing.T) {
+	for v, want := range map[string]time.Duration{"": keepaliveEvery, "50": 50 * time.Second, "1": time.Second, "0": keepaliveEvery, "x": keepaliveEvery, "100000": keepaliveEvery} {
+		h := http.Header{}
+		h.Set("Keepalive-Ping-Interval", v)
+		if got := keepaliveOf(h); got != want {
+			t.Errorf("keepaliveOf(%q) = %v, want %v", v, got, want)
 		}
 	}
 }
