@@ -94,7 +94,33 @@ func New(cfg Config) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
+// ServeHTTP routes a request by its E2b-Sandbox-Id header or, without
+// one, by a host PORT-ID.<domain> as E2B's own hosts name sandboxes: a
+// signed URL fetched as it is (a browser's download) carries no headers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(HeaderSandboxID) == "" {
+		if id := sandboxOfHost(r.Host); id != "" {
+			r.Header.Set(HeaderSandboxID, id)
+		}
+	}
+	s.h.ServeHTTP(w, r)
+}
+
+// sandboxOfHost is the ID in a host "PORT-ID.domain[:port]", or "".
+func sandboxOfHost(host string) string {
+	label, _, ok := strings.Cut(host, ".")
+	if !ok {
+		return ""
+	}
+	port, id, ok := strings.Cut(label, "-")
+	if !ok || id == "" {
+		return ""
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return ""
+	}
+	return id
+}
 
 // Close ends every terminal and watcher the facade holds.
 func (s *Server) Close() {

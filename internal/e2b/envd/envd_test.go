@@ -601,6 +601,10 @@ func (e *env) do(t *testing.T, method, path string, body io.Reader, h map[string
 	req.Header.Set(envd.HeaderSandboxID, e.sb.ID)
 	req.Header.Set(envd.HeaderAccessToken, e.sb.Token)
 	for k, v := range h {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		if v == "" {
 			req.Header.Del(k)
 			continue
@@ -689,6 +693,9 @@ func TestFiles(t *testing.T) {
 		{"signed for another op", "GET", signed(p, "write", "", e.sb.Token, exp), noTok, 401},
 		{"signed with another token", "GET", signed(p, "read", "", "nope", exp), noTok, 401},
 		{"signed, expired", "GET", signed(p, "read", "", e.sb.Token, time.Now().Add(-time.Second).Unix()), noTok, 401},
+		{"signed, routed by host", "GET", signed(p, "read", "", e.sb.Token, exp),
+			map[string]string{envd.HeaderAccessToken: "", envd.HeaderSandboxID: "", "Host": "49983-" + e.sb.ID + ".localhost"}, 200},
+		{"no sandbox id", "GET", signed(p, "read", "", e.sb.Token, exp), map[string]string{envd.HeaderAccessToken: "", envd.HeaderSandboxID: ""}, 400},
 		{"no token, no signature", "GET", "/files?path=" + url.QueryEscape(p), noTok, 401},
 		{"wrong token", "GET", "/files?path=" + url.QueryEscape(p), map[string]string{envd.HeaderAccessToken: "nope"}, 401},
 		{"missing file", "GET", "/files?path=" + url.QueryEscape(e.dir+"/nope"), nil, 404},

@@ -148,3 +148,19 @@ func TestKeepaliveOf(t *testing.T) {
 		}
 	}
 }
+
+func TestSandboxOfHost(t *testing.T) {
+	for host, want := range map[string]string{
+		"49983-abc123.e2b.example.com": "abc123",
+		"49983-abc123.localhost:49983": "abc123",
+		"localhost:49983":              "",
+		"api.example.com":              "",
+		"x-abc.example.com":            "",
+		"49983-.example.com":           "",
+		"127.0.0.1:49983":              "",
+	} {
+		if got := sandboxOfHost(host); got != want {
+			t.Errorf("sandboxOfHost(%q) = %q, want %q", host, got, want)
+		}
+	}
+}
