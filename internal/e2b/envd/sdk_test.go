@@ -13,12 +13,14 @@ import (
 	"github.com/cove-sandbox/cove/internal/e2b/envd"
 )
 
-// sdkDir is the npm e2b package `make test` installs, or E2B_SDK_DIR.
-func sdkDir(t *testing.T) string {
-	dir := os.Getenv("E2B_SDK_DIR")
-	if dir == "" {
-		dir = "/var/cache/cove/e2b-sdk/2.51.0/node_modules/e2b"
+// sdkDir is the npm e2b package of a version `make test` installs, under
+// E2B_SDK_CACHE if set.
+func sdkDir(t *testing.T, version string) string {
+	cache := os.Getenv("E2B_SDK_CACHE")
+	if cache == "" {
+		cache = "/var/cache/cove/e2b-sdk"
 	}
+	dir := filepath.Join(cache, version, "node_modules", "e2b")
 	_, err := os.Stat(filepath.Join(dir, "package.json"))
 	_, nerr := exec.LookPath("node")
 	if err != nil || nerr != nil {
@@ -33,7 +35,14 @@ func sdkDir(t *testing.T) string {
 // TestSDK runs the published SDK's process, PTY and file calls against the
 // facade, with a stub control plane that hands out the one sandbox.
 func TestSDK(t *testing.T) {
-	sdk := sdkDir(t)
+	// 2.51 is the current SDK; 2.45 the last of the v1 control-plane paths.
+	for _, v := range []string{"2.51.0", "2.45.0"} {
+		t.Run(v, func(t *testing.T) { testSDK(t, v) })
+	}
+}
+
+func testSDK(t *testing.T, version string) {
+	sdk := sdkDir(t, version)
 	e := newEnv(t)
 	cp := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch {
@@ -52,6 +61,9 @@ func TestSDK(t *testing.T) {
 	cmd := exec.CommandContext(ctxT(t), "node", "testdata/sdk.js")
 	cmd.Env = append(os.Environ(), "E2B_SDK="+sdk, "TEST_DIR="+e.dir, "E2B_API_URL="+cp.URL, "E2B_SANDBOX_URL="+e.url,
 		"E2B_API_KEY=e2b_0123456789abcdef", "E2B_DOMAIN=localhost")
+	if version >= "2.51" {
+		cmd.Env = append(cmd.Env, "E2B_SDK_NEW=1")
+	}
 	out, err := cmd.CombinedOutput()
 	if err != nil || !strings.HasSuffix(strings.TrimSpace(string(out)), "OK") {
 		t.Fatalf("sdk.js: %v\n%s", err, out)

@@ -58,6 +58,13 @@ async function until(what, f, ms = 10000) {
   const bin = new Uint8Array(3 << 20).map((_, i) => (i * 7) & 0xff)
   await sbx.files.write(dir + '/bin', bin.buffer)
   assert.deepEqual(await sbx.files.read(dir + '/bin', { format: 'bytes' }), bin)
+  if (process.env.E2B_SDK_NEW === '1') {
+    // gzip both ways: an application/octet-stream upload (envd 0.5.7)
+    // with Content-Encoding gzip, and a gzip download.
+    await sbx.files.write(dir + '/gz', bin.buffer, { gzip: true })
+    assert.deepEqual(await sbx.files.read(dir + '/gz', { format: 'bytes', gzip: true }), bin)
+    await sbx.files.remove(dir + '/gz')
+  }
   assert.equal(await sbx.files.exists(f), true)
   assert.equal(await sbx.files.exists(dir + '/nope'), false)
   const info = await sbx.files.getInfo(f)
