@@ -68,6 +68,9 @@ type Server struct {
 	ptys *ptyTable
 	w    *watcherTable
 
+	homesMu sync.Mutex
+	homes   map[string]string // sandbox id → its default directory
+
 	closeOnce sync.Once
 	base      context.Context
 	cancel    context.CancelFunc
@@ -83,7 +86,8 @@ func New(cfg Config) *Server {
 		cfg.MaxWatchers = 256
 	}
 	base, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, log: cfg.Logger, ptys: newPTYTable(), w: newWatcherTable(cfg.MaxWatchers), base: base, cancel: cancel}
+	s := &Server{cfg: cfg, log: cfg.Logger, ptys: newPTYTable(), w: newWatcherTable(cfg.MaxWatchers), base: base, cancel: cancel,
+		homes: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{s: s}))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{s: s}))
@@ -137,6 +141,9 @@ type target struct {
 	id    string
 	token string
 	user  string // "" : the sandbox's default user
+	// home is where relative paths start: the user's home, or the
+	// sandbox's default directory; "": cove's work directory.
+	home string
 	// keepalive is how often a quiet stream sends a keepalive.
 	keepalive time.Duration
 }
@@ -164,7 +171,45 @@ func (s *Server) targetOf(ctx context.Context, h http.Header) (target, error) {
 	if err != nil {
 		return target{}, toConnect(fmt.Errorf("sandbox %s: %w", id, err))
 	}
-	return target{c: c, id: id, token: tok, user: user, keepalive: keepaliveOf(h)}, nil
+	home, err := s.homeFor(ctx, c, id, user)
+	if err != nil {
+		return target{}, toConnect(err)
+	}
+	return target{c: c, id: id, token: tok, user: user, home: home, keepalive: keepaliveOf(h)}, nil
+}
+
+// maxHomes bounds the sandboxes whose default directory is remembered.
+const maxHomes = 4096
+
+// homeFor is where user's relative paths start in sandbox id: the home of
+// a named user, else the sandbox's own default directory (its cwd, or
+// its default user's home), which cove fixes at create, so it is asked
+// for once per sandbox.
+func (s *Server) homeFor(ctx context.Context, c *client.Client, id, user string) (string, error) {
+	if user != "" {
+		return homeOf(user), nil
+	}
+	s.homesMu.Lock()
+	home, ok := s.homes[id]
+	s.homesMu.Unlock()
+	if ok {
+		return home, nil
+	}
+	info, err := c.GetSandbox(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	home = info.Cwd
+	if home == "" {
+		home = homeOf(info.User)
+	}
+	s.homesMu.Lock()
+	if len(s.homes) >= maxHomes {
+		clear(s.homes)
+	}
+	s.homes[id] = home
+	s.homesMu.Unlock()
+	return home, nil
 }
 
 // keepaliveOf is the interval a client asks for in Keepalive-Ping-Interval

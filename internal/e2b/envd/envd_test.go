@@ -77,11 +77,13 @@ func newEnv(t *testing.T) *env {
 		Info: func(context.Context) apitype.Info { return apitype.Info{} }}))
 	t.Cleanup(apiSrv.Close)
 	c := client.New(apiSrv.URL, testKey)
-	sbs, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{})
+	dir := t.TempDir()
+	// The sandbox's default directory is dir, as E2B's are /home/user.
+	sbs, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{Cwd: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{apiURL: apiSrv.URL, sb: sbs[0], dir: t.TempDir()}
+	e := &env{apiURL: apiSrv.URL, sb: sbs[0], dir: dir}
 	srv := envd.New(envd.Config{
 		Client: func(_ context.Context, id string) (*client.Client, error) {
 			return client.New(apiSrv.URL, testKey), nil
@@ -826,5 +828,36 @@ func TestKeepalive(t *testing.T) {
 	got := strings.Join(kinds, ",")
 	if !strings.HasPrefix(got, "start,keepalive,keepalive") || !strings.HasSuffix(got, "data,end") {
 		t.Errorf("events %s, want start, 2 keepalives or more, data, end", got)
+	}
+}
+
+// Relative paths start where the sandbox's commands do: its default
+// directory (E2B's /home/user), for files and processes alike.
+func TestRelativePaths(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	if err := os.WriteFile(e.dir+"/rel.txt", []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"rel.txt", "~/rel.txt", "./rel.txt"} {
+		st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: p}))
+		if err != nil {
+			t.Fatalf("Stat %s: %v", p, err)
+		}
+		if st.Msg.GetEntry().GetPath() != e.dir+"/rel.txt" {
+			t.Errorf("Stat %s: %s, want %s/rel.txt", p, st.Msg.GetEntry().GetPath(), e.dir)
+		}
+	}
+	resp, b := e.do(t, "GET", "/files?path=rel.txt", nil, nil)
+	if resp.StatusCode != 200 || string(b) != "abc" {
+		t.Errorf("GET /files?path=rel.txt: %d %q", resp.StatusCode, b)
+	}
+	s, err := e.proc.Start(ctx, connect.NewRequest(start("/bin/pwd")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r := collect(t, s, 0, nil); r.stdout != e.dir+"\n" {
+		t.Errorf("pwd: %q, want %s", r.stdout, e.dir)
 	}
 }

@@ -85,6 +85,11 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 		failHTTP(w, err)
 		return target{}, "", false
 	}
+	home, err := s.homeFor(r.Context(), c, id, user)
+	if err != nil {
+		failHTTP(w, err)
+		return target{}, "", false
+	}
 	p := q.Get("path")
 	if p == "" && operation == "read" {
 		httpError(w, http.StatusBadRequest, "no path")
@@ -92,12 +97,12 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 	}
 	if p != "" {
 		var perr error
-		if p, perr = resolvePath(p, user); perr != nil {
+		if p, perr = resolvePath(p, home); perr != nil {
 			httpError(w, http.StatusBadRequest, perr.Error())
 			return target{}, "", false
 		}
 	}
-	return target{c: c, id: id, token: tok, user: user}, p, true
+	return target{c: c, id: id, token: tok, user: user, home: home}, p, true
 }
 
 // checkSignature returns the sandbox's token if sig signs this request
@@ -218,7 +223,7 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request) {
 				// its own (relative to the user's home) as its filename:
 				// the whole path, which Part.FileName would cut to a base.
 				name := partFileName(part)
-				if dst, err = resolvePath(name, t.user); err != nil || name == "" {
+				if dst, err = resolvePath(name, t.home); err != nil || name == "" {
 					httpError(w, http.StatusBadRequest, "a file part without a path")
 					return
 				}

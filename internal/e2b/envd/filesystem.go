@@ -37,10 +37,9 @@ func homeOf(user string) string {
 }
 
 // resolvePath makes a request's path absolute: relative paths and ~ start
-// at the user's home, as envd expands them. For the default user they are
-// left relative, for cove to resolve.
-func resolvePath(p, user string) (string, error) {
-	home := homeOf(user)
+// at home, as envd expands them. With no home they are left relative, for
+// cove to resolve against its work directory.
+func resolvePath(p, home string) (string, error) {
 	switch {
 	case p == "":
 		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("path is empty"))
@@ -82,7 +81,7 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -98,7 +97,7 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -122,11 +121,11 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	from, err := resolvePath(req.Msg.GetSource(), t.user)
+	from, err := resolvePath(req.Msg.GetSource(), t.home)
 	if err != nil {
 		return nil, err
 	}
-	to, err := resolvePath(req.Msg.GetDestination(), t.user)
+	to, err := resolvePath(req.Msg.GetDestination(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -143,7 +142,7 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +171,7 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +226,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	if err != nil {
 		return err
 	}
-	root, err := resolvePath(req.Msg.GetPath(), t.user)
+	root, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return err
 	}
@@ -268,7 +267,7 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	if err != nil {
 		return nil, err
 	}
-	root, err := resolvePath(req.Msg.GetPath(), t.user)
+	root, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}

@@ -12,23 +12,31 @@ import (
 
 func TestResolvePath(t *testing.T) {
 	tests := []struct {
-		p, user, want string
+		p, home, want string
 		err           bool
 	}{
-		{"/etc/hosts", "user", "/etc/hosts", false},
+		{"/etc/hosts", "/home/user", "/etc/hosts", false},
 		{"/a/b/../c", "", "/a/c", false},
-		{"a.txt", "user", "/home/user/a.txt", false},
-		{"a.txt", "root", "/root/a.txt", false},
+		{"a.txt", "/home/user", "/home/user/a.txt", false},
+		{"a.txt", "/root", "/root/a.txt", false},
 		{"a.txt", "", "a.txt", false}, // cove resolves it against its work directory
-		{"~", "bob", "/home/bob", false},
-		{"~/x/y", "bob", "/home/bob/x/y", false},
+		{"~", "/home/bob", "/home/bob", false},
+		{"~/x/y", "/home/bob", "/home/bob/x/y", false},
 		{"~", "", ".", false},
-		{"", "user", "", true},
+		{"", "/home/user", "", true},
 	}
 	for _, tc := range tests {
-		got, err := resolvePath(tc.p, tc.user)
+		got, err := resolvePath(tc.p, tc.home)
 		if (err != nil) != tc.err || got != tc.want {
-			t.Errorf("resolvePath(%q, %q) = %q, %v; want %q, error %v", tc.p, tc.user, got, err, tc.want, tc.err)
+			t.Errorf("resolvePath(%q, %q) = %q, %v; want %q, error %v", tc.p, tc.home, got, err, tc.want, tc.err)
+		}
+	}
+}
+
+func TestHomeOf(t *testing.T) {
+	for user, want := range map[string]string{"": "", "root": "/root", "user": "/home/user", "bob": "/home/bob"} {
+		if got := homeOf(user); got != want {
+			t.Errorf("homeOf(%q) = %q, want %q", user, got, want)
 		}
 	}
 }
