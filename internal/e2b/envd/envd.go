@@ -12,8 +12,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 	"golang.org/x/net/http2"
@@ -47,8 +49,12 @@ type Config struct {
 	// Token, if set, returns sandbox id's plain access token while the
 	// control plane holds it; signed /files URLs carry no token, only a
 	// hash keyed by it, so without it they answer 401.
-	Token  func(ctx context.Context, sandboxID string) (string, bool)
-	Logger *slog.Logger
+	Token func(ctx context.Context, sandboxID string) (string, bool)
+	// DefaultUser is the user of a request that names none; "" is the
+	// sandbox's own default (cove's agent user, its work directory). E2B's
+	// is "user", whose home /home/user relative paths then start at.
+	DefaultUser string
+	Logger      *slog.Logger
 	// MaxWatchers bounds the polling watchers (CreateWatcher) held at once;
 	// 0 is 256.
 	MaxWatchers int
@@ -61,6 +67,9 @@ type Server struct {
 	h    http.Handler
 	ptys *ptyTable
 	w    *watcherTable
+
+	homesMu sync.Mutex
+	homes   map[string]string // sandbox id → its default directory
 
 	closeOnce sync.Once
 	base      context.Context
@@ -77,7 +86,8 @@ func New(cfg Config) *Server {
 		cfg.MaxWatchers = 256
 	}
 	base, cancel := context.WithCancel(context.Background())
-	s := &Server{cfg: cfg, log: cfg.Logger, ptys: newPTYTable(), w: newWatcherTable(cfg.MaxWatchers), base: base, cancel: cancel}
+	s := &Server{cfg: cfg, log: cfg.Logger, ptys: newPTYTable(), w: newWatcherTable(cfg.MaxWatchers), base: base, cancel: cancel,
+		homes: map[string]string{}}
 	mux := http.NewServeMux()
 	mux.Handle(processconnect.NewProcessHandler(&processService{s: s}))
 	mux.Handle(filesystemconnect.NewFilesystemHandler(&filesystemService{s: s}))
@@ -88,7 +98,33 @@ func New(cfg Config) *Server {
 	return s
 }
 
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.h.ServeHTTP(w, r) }
+// ServeHTTP routes a request by its E2b-Sandbox-Id header or, without
+// one, by a host PORT-ID.<domain> as E2B's own hosts name sandboxes: a
+// signed URL fetched as it is (a browser's download) carries no headers.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Header.Get(HeaderSandboxID) == "" {
+		if id := sandboxOfHost(r.Host); id != "" {
+			r.Header.Set(HeaderSandboxID, id)
+		}
+	}
+	s.h.ServeHTTP(w, r)
+}
+
+// sandboxOfHost is the ID in a host "PORT-ID.domain[:port]", or "".
+func sandboxOfHost(host string) string {
+	label, _, ok := strings.Cut(host, ".")
+	if !ok {
+		return ""
+	}
+	port, id, ok := strings.Cut(label, "-")
+	if !ok || id == "" {
+		return ""
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return ""
+	}
+	return id
+}
 
 // Close ends every terminal and watcher the facade holds.
 func (s *Server) Close() {
@@ -105,6 +141,11 @@ type target struct {
 	id    string
 	token string
 	user  string // "" : the sandbox's default user
+	// home is where relative paths start: the user's home, or the
+	// sandbox's default directory; "": cove's work directory.
+	home string
+	// keepalive is how often a quiet stream sends a keepalive.
+	keepalive time.Duration
 }
 
 var errNoSandbox = errors.New("no " + HeaderSandboxID + " header")
@@ -123,11 +164,62 @@ func (s *Server) targetOf(ctx context.Context, h http.Header) (target, error) {
 	if err != nil {
 		return target{}, connect.NewError(connect.CodeInvalidArgument, err)
 	}
+	if user == "" {
+		user = s.cfg.DefaultUser
+	}
 	c, err := s.cfg.Client(ctx, id)
 	if err != nil {
 		return target{}, toConnect(fmt.Errorf("sandbox %s: %w", id, err))
 	}
-	return target{c: c, id: id, token: tok, user: user}, nil
+	home, err := s.homeFor(ctx, c, id, user)
+	if err != nil {
+		return target{}, toConnect(err)
+	}
+	return target{c: c, id: id, token: tok, user: user, home: home, keepalive: keepaliveOf(h)}, nil
+}
+
+// maxHomes bounds the sandboxes whose default directory is remembered.
+const maxHomes = 4096
+
+// homeFor is where user's relative paths start in sandbox id: the home of
+// a named user, else the sandbox's own default directory (its cwd, or
+// its default user's home), which cove fixes at create, so it is asked
+// for once per sandbox.
+func (s *Server) homeFor(ctx context.Context, c *client.Client, id, user string) (string, error) {
+	if user != "" {
+		return homeOf(user), nil
+	}
+	s.homesMu.Lock()
+	home, ok := s.homes[id]
+	s.homesMu.Unlock()
+	if ok {
+		return home, nil
+	}
+	info, err := c.GetSandbox(ctx, id)
+	if err != nil {
+		return "", fmt.Errorf("sandbox %s: %w", id, err)
+	}
+	home = info.Cwd
+	if home == "" {
+		home = homeOf(info.User)
+	}
+	s.homesMu.Lock()
+	if len(s.homes) >= maxHomes {
+		clear(s.homes)
+	}
+	s.homes[id] = home
+	s.homesMu.Unlock()
+	return home, nil
+}
+
+// keepaliveOf is the interval a client asks for in Keepalive-Ping-Interval
+// (seconds; the SDK sends 50), within bounds, else keepaliveEvery.
+func keepaliveOf(h http.Header) time.Duration {
+	n, err := strconv.Atoi(h.Get("Keepalive-Ping-Interval"))
+	if err != nil || n < 1 || n > 600 {
+		return keepaliveEvery
+	}
+	return time.Duration(n) * time.Second
 }
 
 // basicUser reads the user the SDK sends as Basic base64("user:").
@@ -168,10 +260,10 @@ func toConnect(err error) error {
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, client.ErrBadRequest):
 		code = connect.CodeInvalidArgument
-	case errors.Is(err, client.ErrUnauthorized):
+	case errors.Is(err, client.ErrUnauthorized), errors.Is(err, client.ErrForbidden):
+		// The facade's API key may reach the sandbox, so a refusal is the
+		// access token's: envd's unauthenticated.
 		code = connect.CodeUnauthenticated
-	case errors.Is(err, client.ErrForbidden):
-		code = connect.CodePermissionDenied
 	case errors.Is(err, client.ErrGone), errors.Is(err, client.ErrUnavailable), errors.Is(err, client.ErrBadGateway):
 		code = connect.CodeUnavailable
 	case errors.Is(err, client.ErrNoSpace), errors.Is(err, client.ErrTooLarge), errors.Is(err, client.ErrLimit), errors.Is(err, client.ErrQuota):

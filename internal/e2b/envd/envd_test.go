@@ -77,11 +77,13 @@ func newEnv(t *testing.T) *env {
 		Info: func(context.Context) apitype.Info { return apitype.Info{} }}))
 	t.Cleanup(apiSrv.Close)
 	c := client.New(apiSrv.URL, testKey)
-	sbs, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{})
+	dir := t.TempDir()
+	// The sandbox's default directory is dir, as E2B's are /home/user.
+	sbs, err := c.CreateSandboxes(ctx, apitype.CreateSandboxRequest{Cwd: dir})
 	if err != nil {
 		t.Fatal(err)
 	}
-	e := &env{apiURL: apiSrv.URL, sb: sbs[0], dir: t.TempDir()}
+	e := &env{apiURL: apiSrv.URL, sb: sbs[0], dir: dir}
 	srv := envd.New(envd.Config{
 		Client: func(_ context.Context, id string) (*client.Client, error) {
 			return client.New(apiSrv.URL, testKey), nil
@@ -154,9 +156,9 @@ func collect[T interface{ GetEvent() *process.ProcessEvent }](t *testing.T, s in
 	Receive() bool
 	Msg() T
 	Err() error
-}, each func(*result) bool) result {
+}, pid uint32, each func(*result) bool) result {
 	t.Helper()
-	var r result
+	r := result{pid: pid}
 	for s.Receive() {
 		switch ev := s.Msg().GetEvent().GetEvent().(type) {
 		case *process.ProcessEvent_Start:
@@ -214,7 +216,7 @@ func TestStartForeground(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s.Close()
-			r := collect(t, s, nil)
+			r := collect(t, s, 0, nil)
 			if r.pid == 0 || r.end == nil {
 				t.Fatalf("pid %d, end %v: want both", r.pid, r.end)
 			}
@@ -273,11 +275,11 @@ func TestBackgroundProcess(t *testing.T) {
 	if _, err := e.proc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: byPid})); err != nil {
 		t.Fatal(err)
 	}
-	r := collect(t, s, nil)
+	r := collect(t, s, pid, nil)
 	if r.stdout != "hello\n" || r.end.GetExitCode() != 0 || !r.end.GetExited() {
 		t.Errorf("start stream: stdout %q end %v, want hello and exit 0", r.stdout, r.end)
 	}
-	rc := collect(t, cs, nil)
+	rc := collect(t, cs, pid, nil)
 	if rc.stdout != "hello\n" || rc.end.GetExitCode() != 0 {
 		t.Errorf("connect stream: stdout %q end %v, want hello and exit 0", rc.stdout, rc.end)
 	}
@@ -308,7 +310,7 @@ func TestSendSignal(t *testing.T) {
 				Process: &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}, Signal: tc.sig})); err != nil {
 				t.Fatal(err)
 			}
-			r := collect(t, s, nil)
+			r := collect(t, s, pid, nil)
 			if r.end.GetExitCode() != -1 || r.end.GetExited() || r.end.GetStatus() != tc.status {
 				t.Errorf("end %v, want -1, not exited, %q", r.end, tc.status)
 			}
@@ -349,7 +351,7 @@ func TestPTY(t *testing.T) {
 		}
 	}
 	type_("stty size; echo mark-$((6*7))\n")
-	r := collect(t, s, func(r *result) bool { return strings.Contains(r.pty, "mark-42") })
+	r := collect(t, s, pid, func(r *result) bool { return strings.Contains(r.pty, "mark-42") })
 	if !strings.Contains(r.pty, "33 101") {
 		t.Errorf("terminal output %q: no size 33 101 after the resize", r.pty)
 	}
@@ -359,7 +361,7 @@ func TestPTY(t *testing.T) {
 	if _, err := e.proc.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL})); err != nil {
 		t.Fatal(err)
 	}
-	r = collect(t, s, nil)
+	r = collect(t, s, pid, nil)
 	if r.end == nil || r.end.GetExitCode() == 0 {
 		t.Errorf("end after a kill %v, want a non-zero end", r.end)
 	}
@@ -539,9 +541,18 @@ func TestWatchDir(t *testing.T) {
 			t.Fatalf("the watch ended: %v", s.Err())
 		})
 	}
-	if _, err := e.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: e.dir + "/nope"})); err == nil {
-		t.Log("WatchDir answered before its first event")
-	}
+	t.Run("missing directory", func(t *testing.T) {
+		s, err := e.fs.WatchDir(ctx, connect.NewRequest(&filesystem.WatchDirRequest{Path: e.dir + "/nope"}))
+		if err == nil {
+			for s.Receive() {
+				t.Errorf("an event %v from a missing directory", s.Msg())
+			}
+			err = s.Err()
+		}
+		if connect.CodeOf(err) != connect.CodeNotFound {
+			t.Errorf("WatchDir of a missing directory: %v, want not_found", err)
+		}
+	})
 }
 
 func TestPollingWatcher(t *testing.T) {
@@ -592,6 +603,10 @@ func (e *env) do(t *testing.T, method, path string, body io.Reader, h map[string
 	req.Header.Set(envd.HeaderSandboxID, e.sb.ID)
 	req.Header.Set(envd.HeaderAccessToken, e.sb.Token)
 	for k, v := range h {
+		if k == "Host" {
+			req.Host = v
+			continue
+		}
 		if v == "" {
 			req.Header.Del(k)
 			continue
@@ -680,6 +695,9 @@ func TestFiles(t *testing.T) {
 		{"signed for another op", "GET", signed(p, "write", "", e.sb.Token, exp), noTok, 401},
 		{"signed with another token", "GET", signed(p, "read", "", "nope", exp), noTok, 401},
 		{"signed, expired", "GET", signed(p, "read", "", e.sb.Token, time.Now().Add(-time.Second).Unix()), noTok, 401},
+		{"signed, routed by host", "GET", signed(p, "read", "", e.sb.Token, exp),
+			map[string]string{envd.HeaderAccessToken: "", envd.HeaderSandboxID: "", "Host": "49983-" + e.sb.ID + ".localhost"}, 200},
+		{"no sandbox id", "GET", signed(p, "read", "", e.sb.Token, exp), map[string]string{envd.HeaderAccessToken: "", envd.HeaderSandboxID: ""}, 400},
 		{"no token, no signature", "GET", "/files?path=" + url.QueryEscape(p), noTok, 401},
 		{"wrong token", "GET", "/files?path=" + url.QueryEscape(p), map[string]string{envd.HeaderAccessToken: "nope"}, 401},
 		{"missing file", "GET", "/files?path=" + url.QueryEscape(e.dir+"/nope"), nil, 404},
@@ -779,5 +797,67 @@ func TestWire(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// A quiet stream sends keepalives as often as the client's
+// Keepalive-Ping-Interval asks (the SDK sends 50 s; here 1 s).
+func TestKeepalive(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	req := connect.NewRequest(start("/bin/sh", "-c", "sleep 2.5; echo done"))
+	req.Header().Set("Keepalive-Ping-Interval", "1")
+	s, err := e.proc.Start(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	var kinds []string
+	for s.Receive() {
+		switch s.Msg().GetEvent().GetEvent().(type) {
+		case *process.ProcessEvent_Start:
+			kinds = append(kinds, "start")
+		case *process.ProcessEvent_Keepalive:
+			kinds = append(kinds, "keepalive")
+		case *process.ProcessEvent_Data:
+			kinds = append(kinds, "data")
+		case *process.ProcessEvent_End:
+			kinds = append(kinds, "end")
+		}
+	}
+	got := strings.Join(kinds, ",")
+	if !strings.HasPrefix(got, "start,keepalive,keepalive") || !strings.HasSuffix(got, "data,end") {
+		t.Errorf("events %s, want start, 2 keepalives or more, data, end", got)
+	}
+}
+
+// Relative paths start where the sandbox's commands do: its default
+// directory (E2B's /home/user), for files and processes alike.
+func TestRelativePaths(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	if err := os.WriteFile(e.dir+"/rel.txt", []byte("abc"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"rel.txt", "~/rel.txt", "./rel.txt"} {
+		st, err := e.fs.Stat(ctx, connect.NewRequest(&filesystem.StatRequest{Path: p}))
+		if err != nil {
+			t.Fatalf("Stat %s: %v", p, err)
+		}
+		if st.Msg.GetEntry().GetPath() != e.dir+"/rel.txt" {
+			t.Errorf("Stat %s: %s, want %s/rel.txt", p, st.Msg.GetEntry().GetPath(), e.dir)
+		}
+	}
+	resp, b := e.do(t, "GET", "/files?path=rel.txt", nil, nil)
+	if resp.StatusCode != 200 || string(b) != "abc" {
+		t.Errorf("GET /files?path=rel.txt: %d %q", resp.StatusCode, b)
+	}
+	s, err := e.proc.Start(ctx, connect.NewRequest(start("/bin/pwd")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if r := collect(t, s, 0, nil); r.stdout != e.dir+"\n" {
+		t.Errorf("pwd: %q, want %s", r.stdout, e.dir)
 	}
 }

@@ -63,6 +63,10 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 		return target{}, "", false
 	}
 	user := q.Get("username")
+	signedUser := user
+	if user == "" {
+		user = s.cfg.DefaultUser
+	}
 	tok := r.Header.Get(HeaderAccessToken)
 	if tok == "" {
 		sig := q.Get("signature")
@@ -71,12 +75,17 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 			return target{}, "", false
 		}
 		var ok bool
-		if tok, ok = s.checkSignature(r.Context(), id, q.Get("path"), operation, user, sig, q.Get("signature_expiration")); !ok {
+		if tok, ok = s.checkSignature(r.Context(), id, q.Get("path"), operation, signedUser, sig, q.Get("signature_expiration")); !ok {
 			httpError(w, http.StatusUnauthorized, "the signature is not valid, or has expired")
 			return target{}, "", false
 		}
 	}
 	c, err := s.cfg.Client(r.Context(), id)
+	if err != nil {
+		failHTTP(w, err)
+		return target{}, "", false
+	}
+	home, err := s.homeFor(r.Context(), c, id, user)
 	if err != nil {
 		failHTTP(w, err)
 		return target{}, "", false
@@ -88,12 +97,12 @@ func (s *Server) fileTarget(w http.ResponseWriter, r *http.Request, operation st
 	}
 	if p != "" {
 		var perr error
-		if p, perr = resolvePath(p, user); perr != nil {
+		if p, perr = resolvePath(p, home); perr != nil {
 			httpError(w, http.StatusBadRequest, perr.Error())
 			return target{}, "", false
 		}
 	}
-	return target{c: c, id: id, token: tok, user: user}, p, true
+	return target{c: c, id: id, token: tok, user: user, home: home}, p, true
 }
 
 // checkSignature returns the sandbox's token if sig signs this request
@@ -113,19 +122,12 @@ func (s *Server) checkSignature(ctx context.Context, id, p, operation, user, sig
 			return "", false
 		}
 	}
-	// The SDK signs the user it was given: "" when none, which envd's
-	// default-user SDKs spell "user".
-	users := []string{user}
-	if user == "" {
-		users = append(users, "user")
+	// The SDK signs the path and user as it sends them ("" for none).
+	want := Signature(p, operation, user, tok, expiry)
+	if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) != 1 {
+		return "", false
 	}
-	for _, u := range users {
-		want := Signature(p, operation, u, tok, expiry)
-		if subtle.ConstantTimeCompare([]byte(want), []byte(sig)) == 1 {
-			return tok, true
-		}
-	}
-	return "", false
+	return tok, true
 }
 
 func (s *Server) getFile(w http.ResponseWriter, r *http.Request) {
@@ -218,8 +220,10 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request) {
 			dst := p
 			if dst == "" || len(out) > 0 {
 				// Without a path, or past the first file, each part names
-				// its own (relative to the user's home).
-				if dst, err = resolvePath(part.FileName(), t.user); err != nil || part.FileName() == "" {
+				// its own (relative to the user's home) as its filename:
+				// the whole path, which Part.FileName would cut to a base.
+				name := partFileName(part)
+				if dst, err = resolvePath(name, t.home); err != nil || name == "" {
 					httpError(w, http.StatusBadRequest, "a file part without a path")
 					return
 				}
@@ -255,4 +259,13 @@ func (s *Server) postFile(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusOK)
 	json.NewEncoder(w).Encode(out)
+}
+
+// partFileName is a part's filename parameter as sent.
+func partFileName(part *multipart.Part) string {
+	_, params, err := mime.ParseMediaType(part.Header.Get("Content-Disposition"))
+	if err != nil {
+		return ""
+	}
+	return params["filename"]
 }

@@ -23,32 +23,35 @@ type filesystemService struct {
 	s *Server
 }
 
-// homeOf is where a user's relative paths start, as under envd: the
-// default user of E2B's templates is "user".
+// homeOf is where a user's relative paths and commands start, as under
+// envd; "" (the sandbox's own default user) is cove's work directory,
+// which cove itself resolves relative paths against.
 func homeOf(user string) string {
 	switch user {
+	case "":
+		return ""
 	case "root":
 		return "/root"
-	case "":
-		return "/home/user"
 	}
 	return "/home/" + user
 }
 
-// resolvePath makes a request's path absolute: relative paths and ~ are
-// the user's home, as envd expands them.
-func resolvePath(p, user string) (string, error) {
+// resolvePath makes a request's path absolute: relative paths and ~ start
+// at home, as envd expands them. With no home they are left relative, for
+// cove to resolve against its work directory.
+func resolvePath(p, home string) (string, error) {
 	switch {
 	case p == "":
 		return "", connect.NewError(connect.CodeInvalidArgument, errors.New("path is empty"))
 	case p == "~":
-		return homeOf(user), nil
+		p = "."
 	case strings.HasPrefix(p, "~/"):
-		p = path.Join(homeOf(user), p[2:])
-	case !path.IsAbs(p):
-		p = path.Join(homeOf(user), p)
+		p = p[2:]
 	}
-	return path.Clean(p), nil
+	if path.IsAbs(p) || home == "" {
+		return path.Clean(p), nil
+	}
+	return path.Join(home, p), nil
 }
 
 // entryInfo is an EntryInfo of cove's FileInfo.
@@ -78,7 +81,7 @@ func (f *filesystemService) Stat(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -94,7 +97,7 @@ func (f *filesystemService) MakeDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -118,11 +121,11 @@ func (f *filesystemService) Move(ctx context.Context, req *connect.Request[files
 	if err != nil {
 		return nil, err
 	}
-	from, err := resolvePath(req.Msg.GetSource(), t.user)
+	from, err := resolvePath(req.Msg.GetSource(), t.home)
 	if err != nil {
 		return nil, err
 	}
-	to, err := resolvePath(req.Msg.GetDestination(), t.user)
+	to, err := resolvePath(req.Msg.GetDestination(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -139,7 +142,7 @@ func (f *filesystemService) ListDir(ctx context.Context, req *connect.Request[fi
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -168,7 +171,7 @@ func (f *filesystemService) Remove(ctx context.Context, req *connect.Request[fil
 	if err != nil {
 		return nil, err
 	}
-	p, err := resolvePath(req.Msg.GetPath(), t.user)
+	p, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}
@@ -223,7 +226,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	if err != nil {
 		return err
 	}
-	root, err := resolvePath(req.Msg.GetPath(), t.user)
+	root, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return err
 	}
@@ -234,7 +237,7 @@ func (f *filesystemService) WatchDir(ctx context.Context, req *connect.Request[f
 	err = t.c.Watch(ctx, t.id, t.token, root, req.Msg.GetRecursive(), func(ev apitype.WatchEvent) error {
 		if ev.Type == apitype.WatchReady {
 			started = true
-			go keepalive(kctx, snd, func() *filesystem.WatchDirResponse {
+			go keepalive(kctx, t.keepalive, snd, func() *filesystem.WatchDirResponse {
 				return &filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Keepalive{Keepalive: &filesystem.WatchDirResponse_KeepAlive{}}}
 			})
 			return snd.Send(&filesystem.WatchDirResponse{Event: &filesystem.WatchDirResponse_Start{Start: &filesystem.WatchDirResponse_StartEvent{}}})
@@ -264,7 +267,7 @@ func (f *filesystemService) CreateWatcher(ctx context.Context, req *connect.Requ
 	if err != nil {
 		return nil, err
 	}
-	root, err := resolvePath(req.Msg.GetPath(), t.user)
+	root, err := resolvePath(req.Msg.GetPath(), t.home)
 	if err != nil {
 		return nil, err
 	}

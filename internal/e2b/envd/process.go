@@ -16,8 +16,9 @@ import (
 	"github.com/cove-sandbox/cove/pkg/client"
 )
 
-// keepaliveEvery is how often a quiet stream sends a keepalive, so proxies
-// and the SDK do not take a long silent command for a dead connection.
+// keepaliveEvery is how often a quiet stream sends a keepalive, unless the
+// client asks otherwise, so proxies and the SDK do not take a long silent
+// command for a dead connection.
 const keepaliveEvery = 30 * time.Second
 
 // processService is process.Process over cove's background processes
@@ -39,9 +40,9 @@ func (s *sender[T]) Send(m *T) error {
 	return s.send(m)
 }
 
-// keepalive sends ka every keepaliveEvery until ctx ends.
-func keepalive[T any](ctx context.Context, snd *sender[T], ka func() *T) {
-	t := time.NewTicker(keepaliveEvery)
+// keepalive sends ka every interval until ctx ends.
+func keepalive[T any](ctx context.Context, every time.Duration, snd *sender[T], ka func() *T) {
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -169,7 +170,7 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 		return p.startPTY(ctx, t, m, func(e *process.ProcessEvent) error { return snd.Send(wrap(e)) })
 	}
 	info, err := t.c.StartProcess(ctx, t.id, t.token, apitype.ExecRequest{
-		Cmd: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), Cwd: cfg.GetCwd(),
+		Cmd: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(), Cwd: cwdOf(cfg, t.user),
 		User: t.user, Background: true, Tag: m.GetTag(),
 	})
 	if err != nil {
@@ -193,13 +194,22 @@ func (p *processService) Start(ctx context.Context, req *connect.Request[process
 	})
 }
 
+// cwdOf is where a command starts: as asked, else its user's home (envd's
+// default), else cove's work directory.
+func cwdOf(cfg *process.ProcessConfig, user string) string {
+	if cfg.Cwd != nil && *cfg.Cwd != "" {
+		return *cfg.Cwd
+	}
+	return homeOf(user)
+}
+
 // follow streams a process's output from offset on as data events, then
 // its end.
 func (p *processService) follow(ctx context.Context, t target, pid string, offset int64, send func(*process.ProcessEvent) error, ka func() error) error {
 	kctx, stop := context.WithCancel(ctx)
 	defer stop()
 	go func() {
-		tk := time.NewTicker(keepaliveEvery)
+		tk := time.NewTicker(t.keepalive)
 		defer tk.Stop()
 		for {
 			select {
@@ -237,7 +247,7 @@ func (p *processService) Connect(ctx context.Context, req *connect.Request[proce
 	snd := &sender[process.ConnectResponse]{send: stream.Send}
 	send := func(e *process.ProcessEvent) error { return snd.Send(&process.ConnectResponse{Event: e}) }
 	if pt := p.s.ptys.find(t.id, req.Msg.GetProcess()); pt != nil {
-		return pt.attach(ctx, send, func() error { return send(keepaliveEvent()) })
+		return pt.attach(ctx, t.keepalive, send, func() error { return send(keepaliveEvent()) })
 	}
 	r, err := ref(req.Msg.GetProcess())
 	if err != nil {

@@ -204,20 +204,20 @@ func (p *ptyProc) kill(sig string) {
 
 // attach streams the terminal's events from now on to send: start first,
 // then output, then its end.
-func (p *ptyProc) attach(ctx context.Context, send func(*process.ProcessEvent) error, ka func() error) error {
+func (p *ptyProc) attach(ctx context.Context, every time.Duration, send func(*process.ProcessEvent) error, ka func() error) error {
 	ch, ok := p.subscribe()
 	if !ok {
 		return connect.NewError(connect.CodeNotFound, errors.New("the terminal has ended"))
 	}
-	return p.pump(ctx, ch, send, ka)
+	return p.pump(ctx, every, ch, send, ka)
 }
 
-func (p *ptyProc) pump(ctx context.Context, ch chan *process.ProcessEvent, send func(*process.ProcessEvent) error, ka func() error) error {
+func (p *ptyProc) pump(ctx context.Context, every time.Duration, ch chan *process.ProcessEvent, send func(*process.ProcessEvent) error, ka func() error) error {
 	defer p.unsubscribe(ch)
 	if err := send(startEvent(p.pid)); err != nil {
 		return err
 	}
-	tk := time.NewTicker(keepaliveEvery)
+	tk := time.NewTicker(every)
 	defer tk.Stop()
 	for {
 		select {
@@ -248,7 +248,7 @@ func (ps *processService) startPTY(ctx context.Context, t target, m *process.Sta
 	}
 	sz := m.GetPty().GetSize()
 	sess, err := t.c.Terminal(ctx, t.id, t.token, client.TerminalOptions{
-		Cols: int(sz.GetCols()), Rows: int(sz.GetRows()), User: t.user, Cwd: cfg.GetCwd(),
+		Cols: int(sz.GetCols()), Rows: int(sz.GetRows()), User: t.user, Cwd: cwdOf(cfg, t.user),
 		Cmd: append([]string{cfg.GetCmd()}, cfg.GetArgs()...), Env: cfg.GetEnvs(),
 	})
 	if err != nil {
@@ -257,5 +257,5 @@ func (ps *processService) startPTY(ctx context.Context, t target, m *process.Sta
 	p := ps.s.ptys.add(t.id, m.GetTag(), cfg, sess)
 	ch, _ := p.subscribe() // before run, so the first output reaches the starter
 	go p.run()
-	return p.pump(ctx, ch, send, func() error { return send(keepaliveEvent()) })
+	return p.pump(ctx, t.keepalive, ch, send, func() error { return send(keepaliveEvent()) })
 }
