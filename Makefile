@@ -75,7 +75,7 @@ vet:
 	  if [ -n "$$big" ]; then echo "tracked files over 1 MB:"; echo "$$big"; exit 1; fi
 
 # The QEMU runtime's tests boot real VMs, so unit tests need the VM image.
-unit: image-vm
+unit: image-vm e2b-sdk
 	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
 
 # A short run of each fuzz target (the seeds and testdata/fuzz corpora
