@@ -350,8 +350,41 @@ func TestPTY(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another token reaches nothing of the terminal.
+	other := processconnect.NewProcessClient(http.DefaultClient, e.url, connect.WithProtoJSON(), connect.WithInterceptors(e.headers("not-the-token")))
+	for name, call := range map[string]func() error{
+		"SendInput": func() error {
+			_, err := other.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel,
+				Input: &process.ProcessInput{Input: &process.ProcessInput_Pty{Pty: []byte("echo intruder\n")}}}))
+			return err
+		},
+		"Update": func() error {
+			_, err := other.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: sel, Pty: &process.PTY{Size: &process.PTY_Size{Cols: 9, Rows: 9}}}))
+			return err
+		},
+		"SendSignal": func() error {
+			_, err := other.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL}))
+			return err
+		},
+		"Connect": func() error {
+			s, err := other.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: sel}))
+			if err != nil {
+				return err
+			}
+			for s.Receive() {
+			}
+			return s.Err()
+		},
+	} {
+		if code := connect.CodeOf(call()); code != connect.CodeUnauthenticated {
+			t.Errorf("%s with another token: %v, want unauthenticated", name, code)
+		}
+	}
 	type_("stty size; echo mark-$((6*7))\n")
 	r := collect(t, s, pid, func(r *result) bool { return strings.Contains(r.pty, "mark-42") })
+	if strings.Contains(r.pty, "intruder") {
+		t.Errorf("another token typed on the terminal: %q", r.pty)
+	}
 	if !strings.Contains(r.pty, "33 101") {
 		t.Errorf("terminal output %q: no size 33 101 after the resize", r.pty)
 	}
