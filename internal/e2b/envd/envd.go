@@ -256,6 +256,10 @@ func toConnect(err error) error {
 		code = connect.CodeDeadlineExceeded
 	case errors.Is(err, client.ErrNotFound):
 		code = connect.CodeNotFound
+	case errors.Is(err, client.ErrConflict) && strings.Contains(err.Error(), " is paused"):
+		// A paused sandbox is not running, which the SDK reads from
+		// unavailable as envd's proxy answers it.
+		code = connect.CodeUnavailable
 	case errors.Is(err, client.ErrConflict):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, client.ErrBadRequest):
