@@ -1,8 +1,3 @@
-// Package envd serves E2B's sandbox agent protocol ("envd": Connect RPCs for
-// processes and the filesystem, plus /files and /health) as a facade over
-// cove's own data-plane API. Every call goes through pkg/client with the
-// request's access token as the sandbox token; nothing here talks to a
-// sandbox's agent directly.
 package envd
 
 import (

@@ -894,3 +894,52 @@ func TestRelativePaths(t *testing.T) {
 		t.Errorf("pwd: %q, want %s", r.stdout, e.dir)
 	}
 }
+
+// StreamInput, a client stream, over h2c: its start names the process,
+// its data events are its stdin in order.
+func TestStreamInput(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	h2c := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	pc := processconnect.NewProcessClient(h2c, e.url, connect.WithProtoJSON(), connect.WithInterceptors(e.headers("")))
+	stdin := true
+	s, err := pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/cat"}, Stdin: &stdin}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Receive() {
+		t.Fatal(s.Err())
+	}
+	pid := s.Msg().GetEvent().GetStart().GetPid()
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	in := pc.StreamInput(ctx)
+	msgs := []*process.StreamInputRequest{
+		{Event: &process.StreamInputRequest_Start{Start: &process.StreamInputRequest_StartEvent{Process: sel}}},
+		{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("one ")}}}}},
+		{Event: &process.StreamInputRequest_Keepalive{Keepalive: &process.StreamInputRequest_KeepAlive{}}},
+		{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("two\n")}}}}},
+	}
+	for _, m := range msgs {
+		if err := in.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := in.CloseAndReceive(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
+		t.Fatal(err)
+	}
+	if r := collect(t, s, pid, nil); r.stdout != "one two\n" || r.end.GetExitCode() != 0 {
+		t.Errorf("stdout %q end %v, want \"one two\\n\" and exit 0", r.stdout, r.end)
+	}
+	bad := pc.StreamInput(ctx)
+	bad.Send(msgs[1]) // data before any start
+	if _, err := bad.CloseAndReceive(); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("data before start: %v, want invalid_argument", err)
+	}
+}
