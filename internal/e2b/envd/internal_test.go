@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
@@ -209,5 +210,28 @@ func TestToConnect(t *testing.T) {
 	}
 	if toConnect(nil) != nil {
 		t.Error("toConnect(nil) is not nil")
+	}
+}
+
+func TestWatcherSweep(t *testing.T) {
+	now := time.Now()
+	wt := newWatcherTable(8)
+	for id, w := range map[string]*watcher{
+		"fresh":       {polled: now.Add(-time.Minute)},
+		"idle":        {polled: now.Add(-watcherIdle - time.Second)},
+		"ended":       {polled: now.Add(-endedIdle - time.Second), err: errors.New("gone")},
+		"ended-fresh": {polled: now.Add(-time.Second), err: errors.New("gone")},
+	} {
+		w.cancel = func() {}
+		wt.byID[id] = w
+	}
+	wt.sweepLocked(now)
+	var left []string
+	for id := range wt.byID {
+		left = append(left, id)
+	}
+	slices.Sort(left)
+	if fmt.Sprint(left) != "[ended-fresh fresh]" {
+		t.Errorf("after a sweep: %v, want [ended-fresh fresh]", left)
 	}
 }
