@@ -621,6 +621,23 @@ func TestPollingWatcher(t *testing.T) {
 	if _, err := e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
 		t.Fatal(err)
 	}
+	// A sandbox holds at most a quarter of the table (MaxWatchers 256: 64).
+	var ids []string
+	for i := 0; ; i++ {
+		w, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: e.dir}))
+		if err != nil {
+			if connect.CodeOf(err) != connect.CodeResourceExhausted || i != 64 {
+				t.Fatalf("watcher %d: %v, want resource_exhausted at 64", i, err)
+			}
+			break
+		}
+		ids = append(ids, w.Msg.GetWatcherId())
+	}
+	for _, id := range ids {
+		if _, err := e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
+			t.Fatal(err)
+		}
+	}
 	if _, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("a removed watcher: %v, want not_found", err)
 	}

@@ -56,9 +56,16 @@ func newWatcherTable(max int) *watcherTable {
 func (wt *watcherTable) start(ctx, base context.Context, t target, root string, recursive, entries bool) (string, error) {
 	wt.mu.Lock()
 	wt.sweepLocked(time.Now())
-	full := len(wt.byID) >= wt.max
+	full, mine := len(wt.byID) >= wt.max, 0
+	for _, w := range wt.byID {
+		if w.sb == t.id {
+			mine++
+		}
+	}
 	wt.mu.Unlock()
-	if full {
+	// One sandbox may hold a share of the table, so it cannot starve the
+	// others.
+	if full || mine >= max(wt.max/4, 1) {
 		return "", connect.NewError(connect.CodeResourceExhausted, errors.New("too many watchers: remove some"))
 	}
 	wctx, cancel := context.WithCancel(base)
