@@ -1,8 +1,3 @@
-// Package envd serves E2B's sandbox agent protocol ("envd": Connect RPCs for
-// processes and the filesystem, plus /files and /health) as a facade over
-// cove's own data-plane API. Every call goes through pkg/client with the
-// request's access token as the sandbox token; nothing here talks to a
-// sandbox's agent directly.
 package envd
 
 import (
@@ -256,6 +251,10 @@ func toConnect(err error) error {
 		code = connect.CodeDeadlineExceeded
 	case errors.Is(err, client.ErrNotFound):
 		code = connect.CodeNotFound
+	case errors.Is(err, client.ErrConflict) && strings.Contains(err.Error(), " is paused"):
+		// A paused sandbox is not running, which the SDK reads from
+		// unavailable as envd's proxy answers it.
+		code = connect.CodeUnavailable
 	case errors.Is(err, client.ErrConflict):
 		code = connect.CodeFailedPrecondition
 	case errors.Is(err, client.ErrBadRequest):

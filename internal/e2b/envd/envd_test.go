@@ -350,8 +350,41 @@ func TestPTY(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
+	// Another token reaches nothing of the terminal.
+	other := processconnect.NewProcessClient(http.DefaultClient, e.url, connect.WithProtoJSON(), connect.WithInterceptors(e.headers("not-the-token")))
+	for name, call := range map[string]func() error{
+		"SendInput": func() error {
+			_, err := other.SendInput(ctx, connect.NewRequest(&process.SendInputRequest{Process: sel,
+				Input: &process.ProcessInput{Input: &process.ProcessInput_Pty{Pty: []byte("echo intruder\n")}}}))
+			return err
+		},
+		"Update": func() error {
+			_, err := other.Update(ctx, connect.NewRequest(&process.UpdateRequest{Process: sel, Pty: &process.PTY{Size: &process.PTY_Size{Cols: 9, Rows: 9}}}))
+			return err
+		},
+		"SendSignal": func() error {
+			_, err := other.SendSignal(ctx, connect.NewRequest(&process.SendSignalRequest{Process: sel, Signal: process.Signal_SIGNAL_SIGKILL}))
+			return err
+		},
+		"Connect": func() error {
+			s, err := other.Connect(ctx, connect.NewRequest(&process.ConnectRequest{Process: sel}))
+			if err != nil {
+				return err
+			}
+			for s.Receive() {
+			}
+			return s.Err()
+		},
+	} {
+		if code := connect.CodeOf(call()); code != connect.CodeUnauthenticated {
+			t.Errorf("%s with another token: %v, want unauthenticated", name, code)
+		}
+	}
 	type_("stty size; echo mark-$((6*7))\n")
 	r := collect(t, s, pid, func(r *result) bool { return strings.Contains(r.pty, "mark-42") })
+	if strings.Contains(r.pty, "intruder") {
+		t.Errorf("another token typed on the terminal: %q", r.pty)
+	}
 	if !strings.Contains(r.pty, "33 101") {
 		t.Errorf("terminal output %q: no size 33 101 after the resize", r.pty)
 	}
@@ -587,6 +620,23 @@ func TestPollingWatcher(t *testing.T) {
 	}
 	if _, err := e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
 		t.Fatal(err)
+	}
+	// A sandbox holds at most a quarter of the table (MaxWatchers 256: 64).
+	var ids []string
+	for i := 0; ; i++ {
+		w, err := e.fs.CreateWatcher(ctx, connect.NewRequest(&filesystem.CreateWatcherRequest{Path: e.dir}))
+		if err != nil {
+			if connect.CodeOf(err) != connect.CodeResourceExhausted || i != 64 {
+				t.Fatalf("watcher %d: %v, want resource_exhausted at 64", i, err)
+			}
+			break
+		}
+		ids = append(ids, w.Msg.GetWatcherId())
+	}
+	for _, id := range ids {
+		if _, err := e.fs.RemoveWatcher(ctx, connect.NewRequest(&filesystem.RemoveWatcherRequest{WatcherId: id})); err != nil {
+			t.Fatal(err)
+		}
 	}
 	if _, err := e.fs.GetWatcherEvents(ctx, connect.NewRequest(&filesystem.GetWatcherEventsRequest{WatcherId: id})); connect.CodeOf(err) != connect.CodeNotFound {
 		t.Errorf("a removed watcher: %v, want not_found", err)
@@ -859,5 +909,54 @@ func TestRelativePaths(t *testing.T) {
 	defer s.Close()
 	if r := collect(t, s, 0, nil); r.stdout != e.dir+"\n" {
 		t.Errorf("pwd: %q, want %s", r.stdout, e.dir)
+	}
+}
+
+// StreamInput, a client stream, over h2c: its start names the process,
+// its data events are its stdin in order.
+func TestStreamInput(t *testing.T) {
+	e := newEnv(t)
+	ctx := ctxT(t)
+	h2c := &http.Client{Transport: &http2.Transport{AllowHTTP: true,
+		DialTLSContext: func(ctx context.Context, network, addr string, _ *tls.Config) (net.Conn, error) {
+			return (&net.Dialer{}).DialContext(ctx, network, addr)
+		}}}
+	pc := processconnect.NewProcessClient(h2c, e.url, connect.WithProtoJSON(), connect.WithInterceptors(e.headers("")))
+	stdin := true
+	s, err := pc.Start(ctx, connect.NewRequest(&process.StartRequest{Process: &process.ProcessConfig{Cmd: "/bin/cat"}, Stdin: &stdin}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if !s.Receive() {
+		t.Fatal(s.Err())
+	}
+	pid := s.Msg().GetEvent().GetStart().GetPid()
+	sel := &process.ProcessSelector{Selector: &process.ProcessSelector_Pid{Pid: pid}}
+	in := pc.StreamInput(ctx)
+	msgs := []*process.StreamInputRequest{
+		{Event: &process.StreamInputRequest_Start{Start: &process.StreamInputRequest_StartEvent{Process: sel}}},
+		{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("one ")}}}}},
+		{Event: &process.StreamInputRequest_Keepalive{Keepalive: &process.StreamInputRequest_KeepAlive{}}},
+		{Event: &process.StreamInputRequest_Data{Data: &process.StreamInputRequest_DataEvent{Input: &process.ProcessInput{Input: &process.ProcessInput_Stdin{Stdin: []byte("two\n")}}}}},
+	}
+	for _, m := range msgs {
+		if err := in.Send(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := in.CloseAndReceive(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pc.CloseStdin(ctx, connect.NewRequest(&process.CloseStdinRequest{Process: sel})); err != nil {
+		t.Fatal(err)
+	}
+	if r := collect(t, s, pid, nil); r.stdout != "one two\n" || r.end.GetExitCode() != 0 {
+		t.Errorf("stdout %q end %v, want \"one two\\n\" and exit 0", r.stdout, r.end)
+	}
+	bad := pc.StreamInput(ctx)
+	bad.Send(msgs[1]) // data before any start
+	if _, err := bad.CloseAndReceive(); connect.CodeOf(err) != connect.CodeInvalidArgument {
+		t.Errorf("data before start: %v, want invalid_argument", err)
 	}
 }

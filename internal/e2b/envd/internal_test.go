@@ -1,13 +1,20 @@
 package envd
 
 import (
+	"context"
 	"encoding/base64"
+	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"testing"
 	"time"
 
+	"connectrpc.com/connect"
+
 	"github.com/cove-sandbox/cove/internal/e2b/pb/process"
 	"github.com/cove-sandbox/cove/pkg/apitype"
+	"github.com/cove-sandbox/cove/pkg/client"
 )
 
 func TestResolvePath(t *testing.T) {
@@ -170,5 +177,61 @@ func TestSandboxOfHost(t *testing.T) {
 		if got := sandboxOfHost(host); got != want {
 			t.Errorf("sandboxOfHost(%q) = %q, want %q", host, got, want)
 		}
+	}
+}
+
+func TestToConnect(t *testing.T) {
+	ce := func(status int, code, msg string) error {
+		return &client.Error{Status: status, Code: code, Message: msg}
+	}
+	tests := []struct {
+		err  error
+		want connect.Code
+	}{
+		{ce(404, "not_found", "no such file"), connect.CodeNotFound},
+		{ce(401, "unauthorized", "bad token"), connect.CodeUnauthenticated},
+		{ce(403, "forbidden", "wrong sandbox token"), connect.CodeUnauthenticated},
+		{ce(409, "conflict", "sandbox abc is paused: resume it"), connect.CodeUnavailable},
+		{ce(409, "conflict", "stdin is closed"), connect.CodeFailedPrecondition},
+		{ce(410, "gone", "sandbox is dead"), connect.CodeUnavailable},
+		{ce(503, "unavailable", "busy"), connect.CodeUnavailable},
+		{ce(400, "bad_request", "bad path"), connect.CodeInvalidArgument},
+		{ce(507, "insufficient_storage", "full"), connect.CodeResourceExhausted},
+		{ce(408, "timeout", "slow"), connect.CodeDeadlineExceeded},
+		{fmt.Errorf("wrapped: %w", ce(404, "", "Not Found")), connect.CodeNotFound},
+		{context.Canceled, connect.CodeCanceled},
+		{errors.New("boom"), connect.CodeUnknown},
+		{connect.NewError(connect.CodeAlreadyExists, errors.New("x")), connect.CodeAlreadyExists},
+	}
+	for _, tc := range tests {
+		if got := connect.CodeOf(toConnect(tc.err)); got != tc.want {
+			t.Errorf("toConnect(%v) = %v, want %v", tc.err, got, tc.want)
+		}
+	}
+	if toConnect(nil) != nil {
+		t.Error("toConnect(nil) is not nil")
+	}
+}
+
+func TestWatcherSweep(t *testing.T) {
+	now := time.Now()
+	wt := newWatcherTable(8)
+	for id, w := range map[string]*watcher{
+		"fresh":       {polled: now.Add(-time.Minute)},
+		"idle":        {polled: now.Add(-watcherIdle - time.Second)},
+		"ended":       {polled: now.Add(-endedIdle - time.Second), err: errors.New("gone")},
+		"ended-fresh": {polled: now.Add(-time.Second), err: errors.New("gone")},
+	} {
+		w.cancel = func() {}
+		wt.byID[id] = w
+	}
+	wt.sweepLocked(now)
+	var left []string
+	for id := range wt.byID {
+		left = append(left, id)
+	}
+	slices.Sort(left)
+	if fmt.Sprint(left) != "[ended-fresh fresh]" {
+		t.Errorf("after a sweep: %v, want [ended-fresh fresh]", left)
 	}
 }

@@ -246,7 +246,7 @@ func (p *processService) Connect(ctx context.Context, req *connect.Request[proce
 	}
 	snd := &sender[process.ConnectResponse]{send: stream.Send}
 	send := func(e *process.ProcessEvent) error { return snd.Send(&process.ConnectResponse{Event: e}) }
-	if pt := p.s.ptys.find(t.id, req.Msg.GetProcess()); pt != nil {
+	if pt := p.s.ptys.find(t.id, t.token, req.Msg.GetProcess()); pt != nil {
 		return pt.attach(ctx, t.keepalive, send, func() error { return send(keepaliveEvent()) })
 	}
 	r, err := ref(req.Msg.GetProcess())
@@ -272,12 +272,18 @@ func (p *processService) Update(ctx context.Context, req *connect.Request[proces
 	if err != nil {
 		return nil, err
 	}
-	pt := p.s.ptys.find(t.id, req.Msg.GetProcess())
+	pt := p.s.ptys.find(t.id, t.token, req.Msg.GetProcess())
 	if pt == nil {
-		if _, err := ref(req.Msg.GetProcess()); err != nil {
+		r, err := ref(req.Msg.GetProcess())
+		if err != nil {
 			return nil, err
 		}
-		return nil, connect.NewError(connect.CodeNotFound, errors.New("no terminal with that pid"))
+		// Ask cove, which checks the token: a process without a terminal
+		// cannot be resized.
+		if _, err := t.c.Process(ctx, t.id, t.token, r); err != nil {
+			return nil, toConnect(err)
+		}
+		return nil, connect.NewError(connect.CodeFailedPrecondition, fmt.Errorf("process %s has no terminal", r))
 	}
 	if sz := req.Msg.GetPty().GetSize(); sz != nil {
 		if err := pt.sess.Resize(int(sz.GetCols()), int(sz.GetRows())); err != nil {
@@ -296,7 +302,7 @@ func (p *processService) input(ctx context.Context, t target, sel *process.Proce
 	case *process.ProcessInput_Pty:
 		data = v.Pty
 	}
-	if pt := p.s.ptys.find(t.id, sel); pt != nil {
+	if pt := p.s.ptys.find(t.id, t.token, sel); pt != nil {
 		if _, err := pt.sess.Write(data); err != nil {
 			return connect.NewError(connect.CodeNotFound, fmt.Errorf("the terminal has ended: %w", err))
 		}
@@ -357,7 +363,7 @@ func (p *processService) SendSignal(ctx context.Context, req *connect.Request[pr
 	if req.Msg.GetSignal() == process.Signal_SIGNAL_SIGKILL {
 		sig = "KILL"
 	}
-	if pt := p.s.ptys.find(t.id, req.Msg.GetProcess()); pt != nil {
+	if pt := p.s.ptys.find(t.id, t.token, req.Msg.GetProcess()); pt != nil {
 		pt.kill(sig)
 		return connect.NewResponse(&process.SendSignalResponse{}), nil
 	}
@@ -380,7 +386,7 @@ func (p *processService) CloseStdin(ctx context.Context, req *connect.Request[pr
 	if err != nil {
 		return nil, err
 	}
-	if pt := p.s.ptys.find(t.id, req.Msg.GetProcess()); pt != nil {
+	if pt := p.s.ptys.find(t.id, t.token, req.Msg.GetProcess()); pt != nil {
 		return nil, connect.NewError(connect.CodeFailedPrecondition, errors.New("a terminal has no stdin to close: send Ctrl-D (0x04)"))
 	}
 	r, err := ref(req.Msg.GetProcess())

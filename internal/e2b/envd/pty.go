@@ -2,6 +2,8 @@ package envd
 
 import (
 	"context"
+	"crypto/sha256"
+	"crypto/subtle"
 	"errors"
 	"io"
 	"maps"
@@ -39,6 +41,7 @@ type ptyProc struct {
 	sb    string
 	pid   uint32
 	tag   string
+	token [32]byte // SHA-256 of the sandbox token that opened it
 	cfg   *process.ProcessConfig
 	sess  *client.TerminalSession
 
@@ -52,11 +55,12 @@ type ptyProc struct {
 // cut off, so one slow reader cannot stall the terminal for the others.
 const subBuffer = 1024
 
-func (t *ptyTable) add(sb, tag string, cfg *process.ProcessConfig, sess *client.TerminalSession) *ptyProc {
+func (t *ptyTable) add(sb, token, tag string, cfg *process.ProcessConfig, sess *client.TerminalSession) *ptyProc {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.next++
-	p := &ptyProc{table: t, sb: sb, pid: t.next, tag: tag, cfg: cfg, sess: sess, subs: map[chan *process.ProcessEvent]struct{}{}}
+	p := &ptyProc{table: t, sb: sb, pid: t.next, tag: tag, token: sha256.Sum256([]byte(token)), cfg: cfg, sess: sess,
+		subs: map[chan *process.ProcessEvent]struct{}{}}
 	if t.byID[sb] == nil {
 		t.byID[sb] = map[uint32]*ptyProc{}
 	}
@@ -73,8 +77,23 @@ func (t *ptyTable) remove(p *ptyProc) {
 	}
 }
 
-// find returns sandbox sb's terminal the selector names, or nil.
-func (t *ptyTable) find(sb string, sel *process.ProcessSelector) *ptyProc {
+// find returns sandbox sb's terminal the selector names, or nil. No cove
+// call checks the token of a call on a terminal the facade holds, so it
+// must be the one that opened it: another token finds nothing, and its
+// call goes on to cove, which refuses it.
+func (t *ptyTable) find(sb, token string, sel *process.ProcessSelector) *ptyProc {
+	p := t.lookup(sb, sel)
+	if p == nil {
+		return nil
+	}
+	sum := sha256.Sum256([]byte(token))
+	if subtle.ConstantTimeCompare(sum[:], p.token[:]) != 1 {
+		return nil
+	}
+	return p
+}
+
+func (t *ptyTable) lookup(sb string, sel *process.ProcessSelector) *ptyProc {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	switch v := sel.GetSelector().(type) {
@@ -242,7 +261,7 @@ func (p *ptyProc) pump(ctx context.Context, every time.Duration, ch chan *proces
 func (ps *processService) startPTY(ctx context.Context, t target, m *process.StartRequest, send func(*process.ProcessEvent) error) error {
 	cfg := m.GetProcess()
 	if m.GetTag() != "" {
-		if ps.s.ptys.find(t.id, &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: m.GetTag()}}) != nil {
+		if ps.s.ptys.lookup(t.id, &process.ProcessSelector{Selector: &process.ProcessSelector_Tag{Tag: m.GetTag()}}) != nil {
 			return connect.NewError(connect.CodeAlreadyExists, errors.New("a terminal with tag "+strconv.Quote(m.GetTag())+" runs already"))
 		}
 	}
@@ -254,7 +273,7 @@ func (ps *processService) startPTY(ctx context.Context, t target, m *process.Sta
 	if err != nil {
 		return toConnect(err)
 	}
-	p := ps.s.ptys.add(t.id, m.GetTag(), cfg, sess)
+	p := ps.s.ptys.add(t.id, t.token, m.GetTag(), cfg, sess)
 	ch, _ := p.subscribe() // before run, so the first output reaches the starter
 	go p.run()
 	return p.pump(ctx, t.keepalive, ch, send, func() error { return send(keepaliveEvent()) })

@@ -14,9 +14,9 @@ import (
 )
 
 // sdkDir is the npm e2b package of a version `make test` installs, under
-// E2B_SDK_CACHE if set.
+// COVE_E2B_SDK_DIR if set (as the e2e suite reads it).
 func sdkDir(t *testing.T, version string) string {
-	cache := os.Getenv("E2B_SDK_CACHE")
+	cache := os.Getenv("COVE_E2B_SDK_DIR")
 	if cache == "" {
 		cache = "/var/cache/cove/e2b-sdk"
 	}

@@ -6,6 +6,7 @@ import (
 	"crypto/subtle"
 	"errors"
 	"sync"
+	"time"
 
 	"connectrpc.com/connect"
 
@@ -18,6 +19,14 @@ import (
 // maxWatcherEvents bounds what a polling watcher holds between polls; past
 // it the oldest are dropped.
 const maxWatcherEvents = 4096
+
+// A watcher nobody polls is dropped after watcherIdle (its sandbox gone, or
+// a client that never removes it), one whose watch has ended after
+// endedIdle, so abandoned watchers do not fill the table.
+const (
+	watcherIdle = 10 * time.Minute
+	endedIdle   = time.Minute
+)
 
 // watcherTable holds the polling watchers (CreateWatcher): each a cove
 // watch the facade keeps open, its events queued until the next poll.
@@ -34,7 +43,8 @@ type watcher struct {
 
 	mu     sync.Mutex
 	events []*filesystem.FilesystemEvent
-	err    error // why the watch ended, once it has
+	err    error     // why the watch ended, once it has
+	polled time.Time // made, or last polled
 }
 
 func newWatcherTable(max int) *watcherTable {
@@ -45,13 +55,21 @@ func newWatcherTable(max int) *watcherTable {
 // base ends) and returns once it is armed.
 func (wt *watcherTable) start(ctx, base context.Context, t target, root string, recursive, entries bool) (string, error) {
 	wt.mu.Lock()
-	full := len(wt.byID) >= wt.max
+	wt.sweepLocked(time.Now())
+	full, mine := len(wt.byID) >= wt.max, 0
+	for _, w := range wt.byID {
+		if w.sb == t.id {
+			mine++
+		}
+	}
 	wt.mu.Unlock()
-	if full {
+	// One sandbox may hold a share of the table, so it cannot starve the
+	// others.
+	if full || mine >= max(wt.max/4, 1) {
 		return "", connect.NewError(connect.CodeResourceExhausted, errors.New("too many watchers: remove some"))
 	}
 	wctx, cancel := context.WithCancel(base)
-	w := &watcher{sb: t.id, token: sha256.Sum256([]byte(t.token)), cancel: cancel}
+	w := &watcher{sb: t.id, token: sha256.Sum256([]byte(t.token)), cancel: cancel, polled: time.Now()}
 	ready := make(chan error, 1)
 	go func() {
 		armed := false
@@ -124,6 +142,7 @@ func (wt *watcherTable) take(t target, id string) ([]*filesystem.FilesystemEvent
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.polled = time.Now()
 	evs := w.events
 	w.events = nil
 	if len(evs) == 0 && w.err != nil {
@@ -150,5 +169,18 @@ func (wt *watcherTable) closeAll() {
 	for id, w := range wt.byID {
 		w.cancel()
 		delete(wt.byID, id)
+	}
+}
+
+// sweepLocked drops the watchers left unpolled too long.
+func (wt *watcherTable) sweepLocked(now time.Time) {
+	for id, w := range wt.byID {
+		w.mu.Lock()
+		idle, ended := now.Sub(w.polled), w.err != nil
+		w.mu.Unlock()
+		if idle > watcherIdle || (ended && idle > endedIdle) {
+			w.cancel()
+			delete(wt.byID, id)
+		}
 	}
 }
