@@ -22,7 +22,10 @@ fi
 # terminal that drives cove shell (tmux): only for the tests (make e2e), not
 # on a daemon's host.
 if [[ ${INSTALL_E2E:-0} == 1 ]]; then
-	APT_PACKAGES+=(chromium tmux)
+	# nodejs: the published E2B SDK the e2e suite runs (make e2b-sdk); npm
+	# from Debian only where no npm came with it (NodeSource's has one).
+	APT_PACKAGES+=(chromium tmux nodejs)
+	command -v npm >/dev/null || APT_PACKAGES+=(npm)
 fi
 
 log() { printf 'install-deps: %s\n' "$*" >&2; }

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"net"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -48,6 +49,17 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 					return err
 				}
 				defer o.CloseNet()
+				// The temporary daemon serves the E2B facade too, for the
+				// e2b row, unless the flags name one.
+				if o.E2B.API == "" && o.E2B.Envd == "" {
+					if o.E2B.API, err = freeLoopbackAddr(); err == nil {
+						o.E2B.Envd, err = freeLoopbackAddr()
+					}
+					if err != nil {
+						return err
+					}
+					netArgs = append(netArgs, "--e2b-api", o.E2B.API, "--e2b-envd", o.E2B.Envd)
+				}
 				d, err := bench.Start(ctx, bench.DaemonConfig{Backend: backend, Accel: accel, ImageDir: imageDir, Args: netArgs}, cmd.ErrOrStderr())
 				if err != nil {
 					return err
@@ -92,6 +104,10 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.WatchEvents, "watch-events", o.WatchEvents, "watch events to time, from a touch through exec to the event (0: skip)")
 	fs.IntVar(&o.ImageImportMiB, "image-import-mib", o.ImageImportMiB, "size in MiB of the generated OCI image whose import is timed, beside a re-import (0: skip)")
 	fs.IntVar(&o.TemplateBuilds, "template-builds", o.TemplateBuilds, "Dockerfile templates to build cold, then again with every step cached (0: skip)")
+	fs.IntVar(&o.E2BCreates, "e2b-creates", o.E2BCreates, "Sandbox.create + first commands.run to time through the published E2B SDK, beside the same through cove's API (needs --e2b-api and --e2b-envd unless --backend; 0: skip)")
+	fs.StringVar(&o.E2B.API, "e2b-api", "", "the daemon's --e2b-api address (host:port) for the e2b row")
+	fs.StringVar(&o.E2B.Envd, "e2b-envd", "", "the daemon's --e2b-envd address (host:port) for the e2b row")
+	fs.StringVar(&o.E2B.SDK, "e2b-sdk", o.E2B.SDK, "the installed e2b npm package (make e2b-sdk)")
 	fs.IntVar(&o.Pauses, "pauses", o.Pauses, "pauses, resumes, checkpoints and rollbacks of one sandbox to time, beside cold creates (0: skip)")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
@@ -103,4 +119,14 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.StringVar(&accel, "accel", "tcg", "with --backend qemu: QEMU accelerator (tcg, kvm or auto)")
 	fs.StringVar(&imageDir, "image-dir", "/var/lib/cove/images", "with --backend: where the daemon finds images (with VM artifacts for qemu)")
 	return cmd
+}
+
+// freeLoopbackAddr is a loopback address with a port free now.
+func freeLoopbackAddr() (string, error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer l.Close()
+	return l.Addr().String(), nil
 }

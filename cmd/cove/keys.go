@@ -35,7 +35,7 @@ A key is shown once, when it is created: the daemon keeps only its hash.`,
 
 func newKeysCreateCmd(cfg *clientConfig) *cobra.Command {
 	var req apitype.CreateKeyRequest
-	var asJSON bool
+	var asJSON, noReveal bool
 	cmd := &cobra.Command{
 		Use:   "create --name NAME --tenant TENANT [flags]",
 		Short: "Create an API key, shown once",
@@ -51,6 +51,10 @@ E2B_API_KEY=e2b_<key> is the same key for E2B's SDKs.`,
 			if err != nil {
 				return err
 			}
+			if noReveal {
+				reveal := false
+				req.RevealTokens = &reveal
+			}
 			k, err := cl.CreateKey(cmd.Context(), req)
 			if err != nil {
 				return explain(err, daemon)
@@ -65,6 +69,7 @@ E2B_API_KEY=e2b_<key> is the same key for E2B's SDKs.`,
 	fs.StringVar(&req.Name, "name", "", "what the key is for (required)")
 	fs.StringVar(&req.Tenant, "tenant", "", "the tenant the key acts for: a-z, 0-9 and -, at most 63 (required)")
 	fs.BoolVar(&req.Admin, "admin", false, "an admin key: manages keys and sees every tenant")
+	fs.BoolVar(&noReveal, "no-reveal-tokens", false, "never give this key a sandbox's token after create (E2B's connect then answers 403)")
 	fs.IntVar(&req.MaxSandboxes, "max-sandboxes", 0, "most sandboxes the tenant holds at once (0: unlimited)")
 	fs.IntVar(&req.MaxVCPUs, "max-vcpus", 0, "most vCPUs of its sandboxes together (0: unlimited)")
 	fs.Int64Var(&req.MaxMemoryMiB, "max-memory-mib", 0, "most memory of its sandboxes together, in MiB (0: unlimited)")

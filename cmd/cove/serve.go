@@ -49,6 +49,7 @@ type serveFlags struct {
 	overcommit                                                       float64
 
 	netFlags
+	e2bFlags
 }
 
 func newServeCmd() *cobra.Command {
@@ -104,6 +105,7 @@ are re-attached at its next start.`,
 	fs.IntVar(&f.startPar, "start-parallelism", 0, "sandboxes one create call starts at once (0: 8)")
 	fs.DurationVar(&f.deadKeep, "dead-keep", 10*time.Minute, "how long a sandbox that died stays listed, with why, before it is forgotten")
 	f.netFlags.register(fs)
+	f.e2bFlags.register(fs)
 	return cmd
 }
 
@@ -190,7 +192,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
 		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep, Network: network,
-		Meter: usageMeter,
+		Meter: usageMeter, TokenSealKey: tokenSealKey(key),
 	})
 	// Recover reads the records and checks the sandboxes in the
 	// background: the API serves at once, and the default snapshot is
@@ -303,8 +305,18 @@ func serveHTTP(ctx context.Context, f serveFlags, state, key string, km *keys.Ma
 		return &http.Server{Handler: handler, ReadHeaderTimeout: 10 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 	}
 	servers := []*http.Server{newServer(handler)}
-	errc := make(chan error, 2)
+	errc := make(chan error, 4)
 	go func() { errc <- servers[0].Serve(l) }()
+	e2bServers, closeEnvd, err := startE2B(ctx, f, loopbackURL(l.Addr()), key, f.e2bDomainFor(listenPort(l), netInfo.PreviewHTTPSPort),
+		svc.TokenForCheck, newServer, errc, log)
+	defer closeEnvd()
+	servers = append(servers, e2bServers...)
+	if err != nil {
+		for _, srv := range servers {
+			srv.Close()
+		}
+		return err
+	}
 	if tl != nil {
 		srv := newServer(previewOnly(prev))
 		srv.TLSConfig = tlsCfg

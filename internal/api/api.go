@@ -125,6 +125,7 @@ func (s *Server) routes() {
 	m.HandleFunc("POST /v1/sandboxes", s.auth(s.createSandboxes))
 	m.HandleFunc("GET /v1/sandboxes", s.auth(s.listSandboxes))
 	m.HandleFunc("GET /v1/sandboxes/{id}", s.auth(s.getSandbox))
+	m.HandleFunc("GET /v1/sandboxes/{id}/token", s.auth(s.sandboxToken))
 	m.HandleFunc("DELETE /v1/sandboxes/{id}", s.auth(s.deleteSandbox))
 	m.HandleFunc("POST /v1/sandboxes/{id}/extend", s.auth(s.extend))
 	m.HandleFunc("PUT /v1/sandboxes/{id}/network", s.auth(s.setNetwork))

@@ -138,6 +138,18 @@ func (s *Server) getSandbox(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, http.StatusOK, s.sandboxInfo(info))
 }
 
+// sandboxToken gives a sandbox's token again, to a key of its tenant
+// with reveal_tokens: what E2B's connect needs (internal/e2b).
+func (s *Server) sandboxToken(w http.ResponseWriter, r *http.Request) {
+	tok, err := s.svc.RevealToken(r.Context(), r.PathValue("id"))
+	if err != nil {
+		s.fail(w, r, err)
+		return
+	}
+	w.Header().Set("Cache-Control", "no-store")
+	writeJSON(w, http.StatusOK, apitype.SandboxTokenResponse{Token: tok})
+}
+
 func (s *Server) deleteSandbox(w http.ResponseWriter, r *http.Request) {
 	if err := s.svc.Delete(r.Context(), r.PathValue("id")); err != nil {
 		s.fail(w, r, err)

@@ -21,7 +21,8 @@ func (s *Server) createKey(w http.ResponseWriter, r *http.Request) {
 		s.fail(w, r, err)
 		return
 	}
-	k, secret, err := s.keys.Create(r.Context(), keys.CreateOptions{Name: req.Name, Tenant: req.Tenant, Admin: req.Admin, Limits: req.UsageQuota})
+	k, secret, err := s.keys.Create(r.Context(), keys.CreateOptions{Name: req.Name, Tenant: req.Tenant, Admin: req.Admin, Limits: req.UsageQuota,
+		HideTokens: req.RevealTokens != nil && !*req.RevealTokens})
 	if err != nil {
 		s.failKey(w, r, err)
 		return
@@ -63,7 +64,7 @@ func (s *Server) failKey(w http.ResponseWriter, r *http.Request, err error) {
 }
 
 func keyInfo(k keys.Key) apitype.KeyInfo {
-	out := apitype.KeyInfo{ID: k.ID, Name: k.Name, Tenant: k.Tenant, Admin: k.Admin, UsageQuota: k.Limits,
+	out := apitype.KeyInfo{ID: k.ID, Name: k.Name, Tenant: k.Tenant, Admin: k.Admin, RevealTokens: k.RevealTokens, UsageQuota: k.Limits,
 		CreatedAt: k.CreatedAt.UTC(), Revoked: !k.RevokedAt.IsZero()}
 	if out.Revoked {
 		t := k.RevokedAt.UTC()

@@ -98,3 +98,40 @@ func TestQuotaExceeded(t *testing.T) {
 		t.Errorf("after the refusals acme has %d sandboxes, want 1", len(list))
 	}
 }
+
+// TestSandboxTokenRoute: GET /v1/sandboxes/{id}/token refuses a key with
+// reveal_tokens off (403) and another tenant's (404), and, on a daemon that
+// seals no tokens, its own (409).
+func TestSandboxTokenRoute(t *testing.T) {
+	s := newServer(t)
+	acme := bearerOf(s.createKey(t, `{"name":"a","tenant":"acme"}`).Key)
+	hidden := bearerOf(s.createKey(t, `{"name":"h","tenant":"acme","reveal_tokens":false}`).Key)
+	beta := bearerOf(s.createKey(t, `{"name":"b","tenant":"beta"}`).Key)
+	var made []apitype.SandboxInfo
+	s.call(t, "POST", "/v1/sandboxes", `{}`, acme, http.StatusCreated, &made)
+	path := "/v1/sandboxes/" + made[0].ID + "/token"
+	for _, tt := range []struct {
+		name string
+		h    hdr
+		want int
+	}{
+		{"reveal_tokens off", hidden, http.StatusForbidden},
+		{"another tenant", beta, http.StatusNotFound},
+		{"own key, nothing sealed", acme, http.StatusConflict},
+		{"no key", hdr{"Authorization": ""}, http.StatusUnauthorized},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			resp, body := s.doString(t, "GET", path, "", tt.h)
+			if resp.StatusCode != tt.want || strings.Contains(string(body), made[0].Token) {
+				t.Fatalf("%d %s, want %d and no token", resp.StatusCode, body, tt.want)
+			}
+		})
+	}
+	var keys []apitype.KeyInfo
+	s.call(t, "GET", "/v1/keys", "", nil, http.StatusOK, &keys)
+	for _, k := range keys {
+		if want := k.Name != "h"; k.RevealTokens != want {
+			t.Errorf("key %s: reveal_tokens %v, want %v", k.Name, k.RevealTokens, want)
+		}
+	}
+}

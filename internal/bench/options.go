@@ -76,6 +76,11 @@ type Options struct {
 	Net          *testnet.Net
 	ZoneUpstream bool
 
+	// E2BCreates is how many Sandbox.create + first commands.run are
+	// timed through the E2B SDK (e2b.go), at the facade E2B names.
+	E2BCreates int
+	E2B        E2BOptions
+
 	// Only and Skip select benchmark groups by name (see Groups).
 	Only, Skip NameList
 
@@ -105,6 +110,8 @@ func Defaults() Options {
 		ImageImportMiB: 64,
 		TemplateBuilds: 3,
 		Pauses:         5,
+		E2BCreates:     5,
+		E2B:            E2BOptions{SDK: "/var/cache/cove/e2b-sdk/2.51.0/node_modules/e2b"},
 		Runsc:          "runsc",
 		// The sandboxes of cove serve's default --state-dir.
 		RunscRoot: gvisor.RootDir(filepath.Join("/var/lib/cove", "sandboxes")),
@@ -132,6 +139,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"image-import-mib", &o.ImageImportMiB, 32},
 		{"template-builds", &o.TemplateBuilds, 1},
 		{"pauses", &o.Pauses, 3},
+		{"e2b-creates", &o.E2BCreates, 3},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -149,7 +157,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds, o.Pauses) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds, o.Pauses, o.E2BCreates) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -197,7 +205,8 @@ func (o *Options) groups() map[string][]*int {
 		"watch":    {&o.WatchEvents},
 		"image":    {&o.ImageImportMiB}, // image_import_N
 		"template": {&o.TemplateBuilds},
-		"pause":    {&o.Pauses}, // and resume, checkpoint, rollback, paused_disk
+		"e2b":      {&o.E2BCreates}, // e2b_sdk_create_run
+		"pause":    {&o.Pauses},     // and resume, checkpoint, rollback, paused_disk
 	}
 }
 

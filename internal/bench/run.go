@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
+	"slices"
 	"strings"
 	"time"
 
@@ -77,6 +78,14 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 	}
 	if b.o.StreamMiB > 0 {
 		add(b.benchExecStream(ctx, info))
+	}
+	// Against a daemon the bench did not start, the row needs its E2B
+	// listeners named; without them it is left out, as a daemon without
+	// a network leaves out the network rows, unless asked for by name.
+	if b.o.E2BCreates > 0 && (b.o.E2B.API != "" || slices.Contains(b.o.Only, "e2b")) {
+		add(b.benchE2B(ctx, info))
+	} else if b.o.E2BCreates > 0 {
+		b.logf("e2b row left out: no --e2b-api/--e2b-envd (the daemon's E2B listeners)")
 	}
 	if b.o.snapshotsWanted() {
 		b.runSnapshotBenches(ctx, info, add)

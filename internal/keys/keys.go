@@ -75,13 +75,14 @@ type Config struct {
 
 // Key is a key as listed: everything but its secret and its hash.
 type Key struct {
-	ID        string
-	Name      string
-	Tenant    string
-	Admin     bool
-	Limits    tenant.Limits
-	CreatedAt time.Time
-	RevokedAt time.Time // zero while live
+	ID           string
+	Name         string
+	Tenant       string
+	Admin        bool
+	RevealTokens bool
+	Limits       tenant.Limits
+	CreatedAt    time.Time
+	RevokedAt    time.Time // zero while live
 }
 
 // CreateOptions is what a new key is made with.
@@ -90,6 +91,10 @@ type CreateOptions struct {
 	Tenant string
 	Admin  bool
 	Limits tenant.Limits
+	// HideTokens switches reveal_tokens off: the key is never given a
+	// sandbox's token after create. Off by default, so a tenant's own key
+	// may connect as E2B's SDK does.
+	HideTokens bool
 }
 
 // Manager resolves, creates and revokes keys. Live keys are held in
@@ -145,7 +150,7 @@ func (m *Manager) Resolve(key string) (tenant.Principal, error) {
 func (m *Manager) resolveLocked(key string) (tenant.Principal, error) {
 	for _, k := range candidates(key) {
 		if subtle.ConstantTimeCompare([]byte(k), []byte(m.boot)) == 1 {
-			return tenant.Principal{KeyID: BootstrapID, KeyName: BootstrapID, Tenant: tenant.Default, Admin: true}, nil
+			return tenant.Principal{KeyID: BootstrapID, KeyName: BootstrapID, Tenant: tenant.Default, Admin: true, RevealTokens: true}, nil
 		}
 		if rec, ok := m.live[Hash(k)]; ok {
 			return principal(rec), nil
@@ -167,7 +172,8 @@ func candidates(key string) []string {
 }
 
 func principal(k store.Key) tenant.Principal {
-	return tenant.Principal{KeyID: k.ID, KeyName: k.Name, Tenant: k.Tenant, Admin: k.Admin, Limits: limitsOf(k.Quota)}
+	return tenant.Principal{KeyID: k.ID, KeyName: k.Name, Tenant: k.Tenant, Admin: k.Admin, Limits: limitsOf(k.Quota),
+		RevealTokens: k.RevealTokens}
 }
 
 // Authenticate resolves key and derives from ctx a context that Revoke of
@@ -230,7 +236,8 @@ func (m *Manager) Create(ctx context.Context, o CreateOptions) (Key, string, err
 	}
 	secret := randhex.New(32)
 	rec := store.Key{Name: o.Name, Tenant: o.Tenant, Admin: o.Admin, Hash: Hash(secret), Quota: quotaOf(o.Limits),
-		CreatedAt: time.UnixMilli(m.now().UnixMilli())}
+		RevealTokens: !o.HideTokens,
+		CreatedAt:    time.UnixMilli(m.now().UnixMilli())}
 	// Ids are short enough to read out, so a collision is possible if
 	// unlikely: try another.
 	var err error
@@ -347,7 +354,7 @@ func validate(o CreateOptions) error {
 }
 
 func keyOf(k store.Key) Key {
-	return Key{ID: k.ID, Name: k.Name, Tenant: k.Tenant, Admin: k.Admin, Limits: limitsOf(k.Quota),
+	return Key{ID: k.ID, Name: k.Name, Tenant: k.Tenant, Admin: k.Admin, RevealTokens: k.RevealTokens, Limits: limitsOf(k.Quota),
 		CreatedAt: k.CreatedAt, RevokedAt: k.RevokedAt}
 }
 

@@ -49,8 +49,8 @@ func TestResolve(t *testing.T) {
 	if err := m.Revoke(ctx, gone.ID); err != nil {
 		t.Fatal(err)
 	}
-	bootP := tenant.Principal{KeyID: BootstrapID, KeyName: BootstrapID, Tenant: tenant.Default, Admin: true}
-	keyP := tenant.Principal{KeyID: k.ID, KeyName: "ci", Tenant: "acme", Limits: tenant.Limits{MaxSandboxes: 3}}
+	bootP := tenant.Principal{KeyID: BootstrapID, KeyName: BootstrapID, Tenant: tenant.Default, Admin: true, RevealTokens: true}
+	keyP := tenant.Principal{KeyID: k.ID, KeyName: "ci", Tenant: "acme", Limits: tenant.Limits{MaxSandboxes: 3}, RevealTokens: true}
 	tests := []struct {
 		name string
 		key  string
@@ -283,5 +283,42 @@ func TestTenantLimits(t *testing.T) {
 	}
 	if l, ok := m.TenantLimits("acme"); !ok || l.MaxSandboxes != 1 {
 		t.Fatalf("after revoking the newest: %+v, %v", l, ok)
+	}
+}
+
+// TestRevealTokens: reveal_tokens is on unless switched off, carried on
+// the principal, kept across a reload, and on for the bootstrap key.
+func TestRevealTokens(t *testing.T) {
+	ctx := context.Background()
+	st := &MemStore{}
+	m, err := New(ctx, Config{Store: st, Bootstrap: "boot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, on, err := m.Create(ctx, CreateOptions{Name: "on", Tenant: "acme"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, off, err := m.Create(ctx, CreateOptions{Name: "off", Tenant: "acme", HideTokens: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := New(ctx, Config{Store: st, Bootstrap: "boot"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mm := range []*Manager{m, again} {
+		for _, tt := range []struct {
+			key  string
+			want bool
+		}{{on, true}, {E2BPrefix + on, true}, {off, false}, {"boot", true}} {
+			p, err := mm.Resolve(tt.key)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if p.RevealTokens != tt.want {
+				t.Errorf("%s: RevealTokens %v, want %v", p.KeyName, p.RevealTokens, tt.want)
+			}
+		}
 	}
 }

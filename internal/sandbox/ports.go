@@ -12,6 +12,7 @@ import (
 	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/randhex"
 	"github.com/cove-sandbox/cove/internal/store"
+	"github.com/cove-sandbox/cove/pkg/apitype"
 )
 
 // PortInfo is an exposed port of a sandbox: reached through the daemon's
@@ -172,11 +173,17 @@ func (s *Service) exposed(ctx context.Context, id string, port int) (PortInfo, e
 		return PortInfo{}, fmt.Errorf("sandbox %s does not run: %w: %v", id, ErrNotFound, err)
 	}
 	p, ok := b.ports[port]
+	if !ok && decodeLabels(b.rec.LabelsJSON)[LabelPublicPorts] == "true" {
+		return PortInfo{Port: port, Public: true}, nil
+	}
 	if !ok {
 		return PortInfo{}, fmt.Errorf("port %d of sandbox %s is not exposed: %w", port, id, ErrNotFound)
 	}
 	return p, nil
 }
+
+// LabelPublicPorts: see apitype.LabelPublicPorts.
+const LabelPublicPorts = apitype.LabelPublicPorts
 
 // dialPort connects to the guest's port from the sandbox's host-side
 // namespace: the daemon's own namespace has no route to any sandbox.

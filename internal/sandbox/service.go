@@ -118,6 +118,10 @@ type Config struct {
 	// Meter is told when sandboxes start and stop running (meter.go); nil
 	// meters nothing.
 	Meter Meter
+	// TokenSealKey (32 bytes) seals each new sandbox's token into the
+	// store, so RevealToken can give it again (sealtoken.go); nil keeps
+	// only its hash, as before.
+	TokenSealKey []byte
 }
 
 // Service manages sandboxes.

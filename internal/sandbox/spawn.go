@@ -223,6 +223,11 @@ func (s *Service) spawn(ctx context.Context, src source, n int, ttl time.Duratio
 	for i, b := range boxes {
 		out[i] = b.info()
 		out[i].Token = tokens[i]
+		// After the commit, which writes a pooled sandbox's row: a seal
+		// that fails costs only RevealToken, never the sandbox.
+		if err := s.sealToken(ctx, out[i].ID, tokens[i]); err != nil {
+			s.log.WarnContext(ctx, "sandbox token not sealed: it cannot be given again", "sandbox", out[i].ID, "err", err)
+		}
 	}
 	return out, nil
 }

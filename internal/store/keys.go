@@ -51,6 +51,9 @@ type Key struct {
 	Quota     KeyQuota
 	CreatedAt time.Time
 	RevokedAt time.Time
+	// RevealTokens lets the key be given its sandboxes' tokens after
+	// create (the E2B facade's connect).
+	RevealTokens bool
 }
 
 // PutKey inserts a new key record; a taken id or hash is ErrExists.
@@ -58,9 +61,9 @@ func (s *Store) PutKey(ctx context.Context, k Key) error {
 	q := k.Quota
 	_, err := s.db.ExecContext(ctx, `INSERT INTO keys
 		(id, name, tenant, admin, key_hash, max_sandboxes, max_vcpus, max_memory_mib, max_ttl_secs, max_spawn_n,
-		 max_disk_mib, created_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+		 max_disk_mib, created_at, revoked_at, reveal_tokens) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
 		k.ID, k.Name, k.Tenant, k.Admin, k.Hash, q.MaxSandboxes, q.MaxVCPUs, q.MaxMemoryMiB, q.MaxTTLSecs, q.MaxSpawnN,
-		q.MaxDiskMiB, k.CreatedAt.UnixMilli(), unixMilliOrZero(k.RevokedAt))
+		q.MaxDiskMiB, k.CreatedAt.UnixMilli(), unixMilliOrZero(k.RevokedAt), k.RevealTokens)
 	if err != nil {
 		if strings.Contains(err.Error(), "UNIQUE constraint failed") {
 			return fmt.Errorf("store: put key %s: %w", k.ID, ErrExists)
@@ -93,7 +96,7 @@ func (s *Store) DeleteKey(ctx context.Context, id string) error {
 }
 
 const keyColumns = `id, name, tenant, admin, key_hash, max_sandboxes, max_vcpus, max_memory_mib, max_ttl_secs,
-	max_spawn_n, max_disk_mib, created_at, revoked_at`
+	max_spawn_n, max_disk_mib, created_at, revoked_at, reveal_tokens`
 
 // Key returns key id's record, or ErrNotFound.
 func (s *Store) Key(ctx context.Context, id string) (Key, error) {
@@ -129,7 +132,7 @@ func scanKey(r scanner) (Key, error) {
 	var created, revoked int64
 	q := &k.Quota
 	if err := r.Scan(&k.ID, &k.Name, &k.Tenant, &k.Admin, &k.Hash, &q.MaxSandboxes, &q.MaxVCPUs, &q.MaxMemoryMiB,
-		&q.MaxTTLSecs, &q.MaxSpawnN, &q.MaxDiskMiB, &created, &revoked); err != nil {
+		&q.MaxTTLSecs, &q.MaxSpawnN, &q.MaxDiskMiB, &created, &revoked, &k.RevealTokens); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return Key{}, err
 		}
@@ -137,4 +140,11 @@ func scanKey(r scanner) (Key, error) {
 	}
 	k.CreatedAt, k.RevokedAt = time.UnixMilli(created), timeOrZero(revoked)
 	return k, nil
+}
+
+// keyMigrations add reveal_tokens: whether a key may be given its
+// sandboxes' tokens after create. Keys made before it keep the default,
+// on, as for a tenant's own key.
+var keyMigrations = []string{
+	`ALTER TABLE keys ADD COLUMN reveal_tokens INTEGER NOT NULL DEFAULT 1`,
 }

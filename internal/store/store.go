@@ -92,11 +92,11 @@ func Open(ctx context.Context, path string) (*Store, error) {
 	// One writer at a time is all SQLite allows; a single connection keeps
 	// writers from spinning on SQLITE_BUSY.
 	db.SetMaxOpenConns(1)
-	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema+templateSchema+checkpointsSchema+usageSchema+keysSchema); err != nil {
+	if _, err := db.ExecContext(ctx, schema+snapshotSchema+portsSchema+templateSchema+checkpointsSchema+usageSchema+keysSchema+sealedTokensSchema); err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: create schema: %w", err)
 	}
-	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations, metaMigrations, lifecycleMigrations, tenantMigrations) {
+	for _, m := range slices.Concat(snapshotMigrations, sandboxMigrations, limitsMigrations, networkMigrations, metaMigrations, lifecycleMigrations, tenantMigrations, keyMigrations) {
 		if _, err := db.ExecContext(ctx, m); err != nil && !strings.Contains(err.Error(), "duplicate column") {
 			db.Close()
 			return nil, fmt.Errorf("store: migrate: %w", err)

@@ -26,6 +26,9 @@ type Principal struct {
 	Tenant  string
 	Admin   bool
 	Limits  Limits
+	// RevealTokens: the key may be given its own tenant's sandbox tokens
+	// after create (what E2B's connect hands out).
+	RevealTokens bool
 }
 
 type ctxKey struct{}

@@ -107,6 +107,12 @@ type CreateSandboxRequest struct {
 // MaxN bounds how many sandboxes one create call makes.
 const MaxN = 1000
 
+// LabelPublicPorts, set to "true" on a sandbox, makes every port of it
+// reachable through preview URLs without a token, as E2B's sandboxes are
+// (allowPublicTraffic): the E2B facade sets it, since E2B's getHost
+// exposes nothing first. A port exposed with a token keeps its token.
+const LabelPublicPorts = "cove.public-ports"
+
 // SandboxInfo describes a sandbox. Token is set only in the response that
 // created the sandbox, never by GET or LIST.
 type SandboxInfo struct {

@@ -9,6 +9,9 @@ type CreateKeyRequest struct {
 	Name   string `json:"name"`
 	Tenant string `json:"tenant"`
 	Admin  bool   `json:"admin,omitempty"`
+	// RevealTokens lets the key be given its tenant's sandbox tokens after
+	// create (GET /v1/sandboxes/{id}/token, E2B's connect); absent: true.
+	RevealTokens *bool `json:"reveal_tokens,omitempty"`
 	UsageQuota
 }
 
@@ -18,6 +21,8 @@ type KeyInfo struct {
 	Name   string `json:"name"`
 	Tenant string `json:"tenant"`
 	Admin  bool   `json:"admin"`
+	// RevealTokens: see CreateKeyRequest.
+	RevealTokens bool `json:"reveal_tokens"`
 	UsageQuota
 	CreatedAt time.Time  `json:"created_at"`
 	Revoked   bool       `json:"revoked"`
@@ -29,4 +34,10 @@ type KeyInfo struct {
 type CreateKeyResponse struct {
 	Key string `json:"key"`
 	KeyInfo
+}
+
+// SandboxTokenResponse answers GET /v1/sandboxes/{id}/token: the sandbox's
+// token, for a key of its tenant allowed to see tokens.
+type SandboxTokenResponse struct {
+	Token string `json:"token"`
 }

@@ -101,6 +101,10 @@ func newTransport() *http.Transport {
 // BaseURL returns the daemon's URL as given to New, less a trailing slash.
 func (c *Client) BaseURL() string { return c.base }
 
+// APIKey is the key c authenticates with (for a tool that hands it to
+// another client, such as cove bench to the E2B SDK).
+func (c *Client) APIKey() string { return c.apiKey }
+
 // Health checks GET /healthz, which needs no API key.
 func (c *Client) Health(ctx context.Context) error {
 	var out struct {

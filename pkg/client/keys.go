@@ -36,3 +36,14 @@ func (c *Client) ListKeys(ctx context.Context) ([]apitype.KeyInfo, error) {
 func (c *Client) RevokeKey(ctx context.Context, id string) error {
 	return c.call(ctx, 0, http.MethodDelete, "/v1/keys/"+url.PathEscape(id), nil, "", nil, nil)
 }
+
+// SandboxToken asks for sandbox id's token again: only a key of its tenant
+// with reveal_tokens gets it (403 otherwise; 409 if the daemon kept no
+// sealed copy).
+func (c *Client) SandboxToken(ctx context.Context, id string) (string, error) {
+	var out apitype.SandboxTokenResponse
+	if err := c.call(ctx, 0, http.MethodGet, "/v1/sandboxes/"+url.PathEscape(id)+"/token", nil, "", nil, &out); err != nil {
+		return "", err
+	}
+	return out.Token, nil
+}
