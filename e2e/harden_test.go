@@ -195,10 +195,18 @@ func checkRAMFileProtected(t *testing.T, d *daemon, ram, id string) {
 		// unprivileged user where that exists (make deps-qemu makes it).
 		t.Fatalf("clone %s's QEMU runs as root", id)
 	}
-	// As QEMU's user, through the path QEMU opens.
+	// As QEMU's user and groups (one uid per VM reads snapshots through
+	// the shared group), through the path QEMU opens.
+	st, err := procStatus(pid)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groups := "--clear-groups"
+	if g := strings.Fields(st["Groups"]); len(g) > 0 {
+		groups = "--groups=" + strings.Join(g, ",")
+	}
 	as := func(test string) error {
-		return exec.Command("setpriv", "--reuid="+uid2s(uid), "--regid="+uid2s(gid), "--clear-groups",
-			"test", test, view).Run()
+		return exec.Command("setpriv", "--reuid="+uid2s(uid), "--regid="+uid2s(gid), groups, "test", test, view).Run()
 	}
 	if err := as("-r"); err != nil {
 		t.Errorf("QEMU's user %d cannot read %s, so the write check proves nothing: %v", uid, view, err)
