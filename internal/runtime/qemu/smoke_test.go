@@ -20,7 +20,9 @@ import (
 func TestSmokeBootBrokenInitrd(t *testing.T) {
 	_, files := vmRuntime(t)
 	dir := t.TempDir()
-	os.Chmod(dir, 0o755) // an unprivileged QEMU reads it
+	// An unprivileged QEMU reads it: t.TempDir's parent is 0700.
+	os.Chmod(filepath.Dir(dir), 0o711)
+	os.Chmod(dir, 0o755)
 	broken := filepath.Join(dir, "initrd.cpio.gz")
 	if err := os.WriteFile(broken, []byte(strings.Repeat("not an initramfs ", 4096)), 0o444); err != nil {
 		t.Fatal(err)
