@@ -70,8 +70,9 @@ type Config struct {
 
 // Handler serves E2B's control plane.
 type Handler struct {
-	cfg Config
-	mux *http.ServeMux
+	cfg  Config
+	mux  *http.ServeMux
+	tmpl *templates // builds in flight (templates.go)
 }
 
 // New returns the control plane's handler.
@@ -82,8 +83,9 @@ func New(cfg Config) *Handler {
 	if cfg.ClientID == "" {
 		cfg.ClientID = "cove"
 	}
-	h := &Handler{cfg: cfg, mux: http.NewServeMux()}
+	h := &Handler{cfg: cfg, mux: http.NewServeMux(), tmpl: newTemplates()}
 	m := h.mux
+	h.templateRoutes(m)
 	m.HandleFunc("POST /sandboxes", h.create)
 	m.HandleFunc("POST /v2/sandboxes", h.create)
 	m.HandleFunc("GET /sandboxes", h.listV1)
@@ -107,6 +109,10 @@ func New(cfg Config) *Handler {
 }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if strings.HasPrefix(r.URL.Path, uploadPrefix) {
+		h.upload(w, r) // signed: the SDK sends no key with it
+		return
+	}
 	key := r.Header.Get("X-API-KEY")
 	if key == "" {
 		writeErr(w, http.StatusUnauthorized, "missing X-API-KEY (set E2B_API_KEY to a cove API key)")
