@@ -102,6 +102,7 @@ func TestE2BSDK(t *testing.T) {
 	}
 
 	t.Run("2.51 full", func(t *testing.T) { node(t, cur, acme.Key, "full") })
+	t.Run("2.51 template build", func(t *testing.T) { node(t, cur, acme.Key, "template") })
 	t.Run("2.45 v1 routes", func(t *testing.T) { node(t, old, acme.Key, "v1") })
 	t.Run("errors", func(t *testing.T) {
 		node(t, cur, acme.Key, "auth")

@@ -5,13 +5,18 @@
 //   full  everything the facade serves (SDK 2.51, v2 routes)
 //   v1    create, commands and files (an older SDK, v1 routes)
 //   auth  a wrong API key, an unknown sandbox
+//   template  Template().fromTemplate('base') with a COPY of a local file,
+//         a RUN and an ENV, Template.build, then a sandbox of it (SDK 2.51)
 //   other COVE_E2B_FOREIGN (a sandbox id of another tenant) is not found,
 //         and listing shows none of that tenant's sandboxes
 // Each step prints "ok NAME MS"; the first failure exits 1 with its reason.
+import fs from "node:fs";
 import https from "node:https";
+import os from "node:os";
+import path from "node:path";
 
 const e2b = await import(process.env.COVE_E2B_MODULE);
-const { Sandbox, CommandExitError, AuthenticationError, NotFoundError } = e2b;
+const { Sandbox, Template, CommandExitError, AuthenticationError, NotFoundError } = e2b;
 const mode = process.argv[2] || "full";
 const run = process.env.COVE_E2B_RUN || String(Date.now());
 
@@ -263,6 +268,50 @@ async function auth() {
     rejects(() => Sandbox.connect("sb-000000000000"), NotFoundError, "connect"));
 }
 
+async function template() {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), "cove-e2b-tmpl-"));
+  const content = "copied by the SDK " + run + "\n";
+  fs.writeFileSync(path.join(dir, "hello.txt"), content);
+  const name = "e2b-" + run;
+  const logs = [];
+  await step("Template.build", async () => {
+    const t = Template({ fileContextPath: dir })
+      .fromTemplate("base")
+      .runCmd("mkdir -p /opt/e2b && echo built-by-run > /opt/e2b/run.txt")
+      .copy("hello.txt", "/opt/e2b/hello.txt")
+      .setEnvs({ COVE_TMPL: "from-template", COVE_RUN: run });
+    const b = await Template.build(t, name, { onBuildLogs: (e) => logs.push(e.message) });
+    check(b.templateId === name && b.buildId, "build " + JSON.stringify(b));
+    const all = logs.join("\n");
+    check(all.includes("Uploaded 'hello.txt'"), "upload logged: " + all);
+    check(/\[\d+\/\d+\] RUN/.test(all) && all.includes("cove: template " + name + " built"), "cove's progress in the logs: " + all);
+  });
+  await step("Template.exists", async () => {
+    check((await Template.exists(name)) === true, "exists " + name);
+    check((await Template.exists("e2b-none-" + run)) === false, "an unknown name does not exist");
+  });
+  await step("Template.build with a failing RUN → BuildError", async () => {
+    const bad = Template({ fileContextPath: dir }).fromTemplate("base").runCmd("echo nope >&2; exit 3");
+    const e = await rejects(() => Template.build(bad, name + "-bad"), e2b.BuildError, "failing build");
+    check(String(e.message).includes("exited 3"), "error names the exit: " + e.message);
+  });
+  await step("Sandbox.create(template): its file and env", async () => {
+    const sbx = await Sandbox.create(name, { timeoutMs: 300_000 });
+    check((await sbx.files.read("/opt/e2b/hello.txt")) === content, "copied file");
+    const r = await sbx.commands.run("cat /opt/e2b/run.txt; echo $COVE_TMPL $COVE_RUN");
+    check(r.stdout === "built-by-run\nfrom-template " + run + "\n", "stdout " + JSON.stringify(r.stdout));
+    const info = await sbx.getInfo();
+    check(info.templateId === name, "templateId " + info.templateId);
+    check(await sbx.kill(), "kill");
+  });
+  await step("Sandbox.deleteSnapshot(template) deletes it", async () => {
+    check((await Sandbox.deleteSnapshot(name)) === true, "delete");
+    check((await Template.exists(name)) === false, "gone");
+    check((await Sandbox.deleteSnapshot(name)) === false, "delete again → false");
+  });
+  fs.rmSync(dir, { recursive: true, force: true });
+}
+
 async function other() {
   const foreign = process.env.COVE_E2B_FOREIGN;
   check(foreign, "COVE_E2B_FOREIGN");
@@ -277,5 +326,5 @@ async function other() {
   });
 }
 
-await ({ full, v1, auth, other })[mode]();
+await ({ full, v1, auth, template, other })[mode]();
 console.log("done " + mode);
