@@ -3,8 +3,9 @@
 // through pkg/client to the daemon on loopback with the caller's own API
 // key (X-API-KEY, "e2b_" + a cove key), so tenancy, quotas, audit and
 // metrics hold as for any other client. It never talks to an agent, and
-// keeps no state: a sandbox's token comes from the daemon
-// (GET /v1/sandboxes/{id}/token) each time connect needs it.
+// keeps no state but template builds in flight (templates.go): a
+// sandbox's token comes from the daemon (GET /v1/sandboxes/{id}/token)
+// each time connect needs it.
 package e2b
 
 import (

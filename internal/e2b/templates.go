@@ -48,7 +48,7 @@ const (
 	uploadTTL   = 30 * time.Minute // an upload link's lifetime
 	buildTTL    = time.Hour        // a build's record after its request or its end
 	maxUpload   = 4 << 30          // one COPY's archive
-	buildTimout = 2 * time.Hour    // one build's run
+	buildTimeout = 2 * time.Hour    // one build's run
 )
 
 var (
@@ -488,7 +488,7 @@ func (h *Handler) baseImage(ctx context.Context, api *client.Client, s buildSpec
 // as the SDK's log entries.
 func (h *Handler) runBuild(b *build, api *client.Client, df string, spec buildSpec) {
 	t := h.tmpl
-	ctx, cancel := context.WithTimeout(context.Background(), buildTimout)
+	ctx, cancel := context.WithTimeout(context.Background(), buildTimeout)
 	defer cancel()
 	t.mu.Lock()
 	uploads := make(map[string]string, len(b.uploads))
