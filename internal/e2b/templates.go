@@ -45,9 +45,9 @@ const uploadPrefix = "/_cove/e2b-uploads/"
 
 // Limits of what the facade keeps for a build.
 const (
-	uploadTTL   = 30 * time.Minute // an upload link's lifetime
-	buildTTL    = time.Hour        // a build's record after its request or its end
-	maxUpload   = 4 << 30          // one COPY's archive
+	uploadTTL    = 30 * time.Minute // an upload link's lifetime
+	buildTTL     = time.Hour        // a build's record after its request or its end
+	maxUpload    = 4 << 30          // one COPY's archive
 	buildTimeout = 2 * time.Hour    // one build's run
 )
 
