@@ -49,6 +49,7 @@ const (
 	buildTTL     = time.Hour        // a build's record after its request or its end
 	maxUpload    = 4 << 30          // one COPY's archive
 	buildTimeout = 2 * time.Hour    // one build's run
+	maxLogs      = 20000            // log entries kept of one build
 )
 
 var (
@@ -131,7 +132,15 @@ func (b *build) dropUploads() {
 	}
 }
 
+// log records an entry; past maxLogs only errors are kept, after one
+// entry saying so, so a chatty RUN cannot grow the facade without bound.
 func (b *build) log(level, msg string) {
+	switch n := len(b.logs); {
+	case n == maxLogs-1:
+		msg, level = fmt.Sprintf("cove: more than %d log lines: only errors are shown from here", maxLogs), "warn"
+	case n >= maxLogs && level != "error":
+		return
+	}
 	b.logs = append(b.logs, logEntry{Timestamp: time.Now().UTC(), Level: level, Message: msg})
 }
 

@@ -380,3 +380,32 @@ func TestWriteContextRefusesEscapes(t *testing.T) {
 		})
 	}
 }
+
+func TestBuildLogBounded(t *testing.T) {
+	for _, tc := range []struct {
+		name      string
+		n         int
+		thenError bool
+		want      int
+	}{
+		{"under", 10, false, 10},
+		{"over", maxLogs + 50, false, maxLogs},
+		{"over, then an error", maxLogs + 50, true, maxLogs + 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			b := &build{}
+			for range tc.n {
+				b.log("info", "line")
+			}
+			if tc.thenError {
+				b.log("error", "failed")
+			}
+			if len(b.logs) != tc.want {
+				t.Fatalf("%d entries, want %d", len(b.logs), tc.want)
+			}
+			if tc.n > maxLogs && b.logs[maxLogs-1].Level != "warn" {
+				t.Fatalf("entry %d is %+v, want the truncation notice", maxLogs-1, b.logs[maxLogs-1])
+			}
+		})
+	}
+}
