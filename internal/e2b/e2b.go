@@ -345,6 +345,22 @@ func live(info apitype.SandboxInfo) bool {
 	return info.Status != apitype.StatusDead && info.Status != apitype.StatusStopping
 }
 
+// lookupWithToken is lookup, with the caller's client and the sandbox's
+// token, which only a key allowed to see tokens gets (else a failure).
+func (h *Handler) lookupWithToken(w http.ResponseWriter, r *http.Request) (*client.Client, apitype.SandboxInfo, string, bool) {
+	info, ok := h.lookup(w, r)
+	if !ok {
+		return nil, info, "", false
+	}
+	api := h.api(r)
+	tok, err := api.SandboxToken(r.Context(), info.ID)
+	if err != nil {
+		h.fail(w, r, err)
+		return nil, info, "", false
+	}
+	return api, info, tok, true
+}
+
 func (h *Handler) lookup(w http.ResponseWriter, r *http.Request) (apitype.SandboxInfo, bool) {
 	id := r.PathValue("id")
 	info, err := h.api(r).GetSandbox(r.Context(), id)
@@ -394,17 +410,11 @@ func (h *Handler) connect(w http.ResponseWriter, r *http.Request) {
 		h.badRequest(w, err)
 		return
 	}
-	info, ok := h.lookup(w, r)
+	api, info, tok, ok := h.lookupWithToken(w, r)
 	if !ok {
 		return
 	}
-	api := h.api(r)
-	tok, err := api.SandboxToken(r.Context(), info.ID)
-	if err != nil {
-		h.fail(w, r, err)
-		return
-	}
-	status := http.StatusOK
+	status, err := http.StatusOK, error(nil)
 	switch info.Status {
 	case apitype.StatusPaused, apitype.StatusPausing:
 		info, err = api.ResumeSandbox(r.Context(), info.ID, req.Timeout)
@@ -474,14 +484,8 @@ func (h *Handler) fork(w http.ResponseWriter, r *http.Request) {
 	if req.Count <= 0 {
 		req.Count = 1
 	}
-	info, ok := h.lookup(w, r)
+	api, info, tok, ok := h.lookupWithToken(w, r)
 	if !ok {
-		return
-	}
-	api := h.api(r)
-	tok, err := api.SandboxToken(r.Context(), info.ID)
-	if err != nil {
-		h.fail(w, r, err)
 		return
 	}
 	br, err := api.Branch(r.Context(), info.ID, tok, apitype.BranchRequest{N: req.Count, TTLSecs: req.Timeout})
@@ -516,14 +520,8 @@ func (h *Handler) snapshot(w http.ResponseWriter, r *http.Request) {
 		h.badRequest(w, err)
 		return
 	}
-	info, ok := h.lookup(w, r)
+	api, info, tok, ok := h.lookupWithToken(w, r)
 	if !ok {
-		return
-	}
-	api := h.api(r)
-	tok, err := api.SandboxToken(r.Context(), info.ID)
-	if err != nil {
-		h.fail(w, r, err)
 		return
 	}
 	br, err := api.SnapshotSandbox(r.Context(), info.ID, tok, apitype.BranchRequest{Tag: req.Name})
