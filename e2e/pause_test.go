@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cove-sandbox/cove/internal/proc"
 	"github.com/cove-sandbox/cove/pkg/apitype"
 	"github.com/cove-sandbox/cove/pkg/client"
 )
@@ -528,4 +529,70 @@ func TestPauseKilledMidway(t *testing.T) {
 		// running, on disk, in the store or on the host.
 		waitNoLeaks(t, d, leakCheck{})
 	}
+}
+
+// TestPauseKilledMidResume kills the daemon while its runtime is restoring
+// a paused sandbox, at points from the restore process's start to well
+// into it. The killed daemon's restore lives on as an orphan; the next
+// daemon must settle it, whatever stage it reached, so that the sandbox is
+// either running or paused and resumable.
+func TestPauseKilledMidResume(t *testing.T) {
+	d, err := startDaemon(filepath.Join(suite.tmp, "pause-killed-resume"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := countResources(t, d.stateDir())
+	defer func() {
+		d.stop()
+		waitResources(t, d.stateDir(), base)
+	}()
+	ctx := context.Background()
+	sb := create(t, d, apitype.CreateSandboxRequest{})[0]
+	for _, after := range []time.Duration{0, 5, 15, 30, 60, 100, 150} {
+		after *= time.Millisecond
+		if got, _ := d.c.GetSandbox(ctx, sb.id); got.Status != apitype.StatusPaused {
+			pauseOK(t, d, sb.id)
+		}
+		done := make(chan int, 1)
+		go func() { done <- postQuietly(d, "/v1/sandboxes/"+sb.id+"/resume", sb.token, "") }()
+		begun := func() bool {
+			if len(restoring(sb.id)) == 0 {
+				return false
+			}
+			time.Sleep(after)
+			return true
+		}
+		status := killWhen(t, d, "resume", begun, done)
+		t.Logf("killed %v after the restore began; the call answered %d", after, status)
+		if err := d.start(); err != nil {
+			t.Fatal(err)
+		}
+		got, err := d.c.GetSandbox(ctx, sb.id)
+		if err != nil {
+			t.Fatalf("after a kill mid-resume: %v", err)
+		}
+		switch got.Status {
+		case apitype.StatusRunning:
+		case apitype.StatusPaused:
+			resumeOK(t, d, sb.id)
+		default:
+			t.Fatalf("killed %v into a resume, the sandbox is %q, want paused or running", after, got.Status)
+		}
+		execOK(t, d, sb, "true")
+	}
+	d.c.DeleteSandbox(ctx, sb.id)
+	waitNoLeaks(t, d, leakCheck{})
+}
+
+// restoring returns the pids of the runtime processes restoring sandbox id:
+// a runsc restore, or a QEMU waiting for or loading its incoming state.
+func restoring(id string) []int {
+	return proc.Find(func(args []string) bool {
+		var isID, isRestore bool
+		for _, a := range args {
+			isID = isID || a == id || strings.Contains(a, id)
+			isRestore = isRestore || a == "restore" || a == "-incoming"
+		}
+		return isID && isRestore
+	})
 }

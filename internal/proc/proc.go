@@ -4,11 +4,14 @@
 package proc
 
 import (
+	"context"
 	"os"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Alive reports whether pid exists and is not a zombie.
@@ -82,6 +85,34 @@ func KillMatching(match func(args []string) bool) int {
 		}
 	}
 	return n
+}
+
+// KillAllMatching kills the processes match picks out and waits for them
+// to exit, then looks again, until a look finds none or ctx ends: a
+// process one of them forked between a look and its parent's death is
+// found by the next look. It says how many it signalled.
+func KillAllMatching(ctx context.Context, match func(args []string) bool) (int, error) {
+	n := 0
+	for {
+		pids := Find(match)
+		if len(pids) == 0 {
+			return n, nil
+		}
+		for _, pid := range pids {
+			h, err := Open(pid)
+			if err != nil {
+				continue // gone already
+			}
+			if unix.PidfdSendSignal(int(h.f.Fd()), unix.SIGKILL, nil, 0) == nil {
+				n++
+			}
+			err = h.Wait(ctx)
+			h.Close()
+			if err != nil {
+				return n, err
+			}
+		}
+	}
 }
 
 // ArgsContain is a predicate for Find: some argument contains s.

@@ -1,6 +1,7 @@
 package proc
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"os/exec"
@@ -77,4 +78,37 @@ func TestWaitExit(t *testing.T) {
 		t.Fatal("WaitExit did not see a killed process exit")
 	}
 	cmd.Wait()
+}
+
+// TestKillAllMatching: a parent that keeps forking marked children is
+// killed, and so is every child, also one forked after the first look.
+func TestKillAllMatching(t *testing.T) {
+	mark := fmt.Sprintf("cove-proc-test-%d", time.Now().UnixNano())
+	child := "sleep 1000; : " + mark
+	cmd := exec.Command("sh", "-c", `while :; do sh -c "$1" & sleep 0.01; done`, mark, child)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go cmd.Wait() // reap the parent: a zombie is not alive, but be tidy
+	match := ArgsContain(mark)
+	for deadline := time.Now().Add(5 * time.Second); len(Find(match)) < 4; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the children did not start: %v", Find(match))
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	n, err := KillAllMatching(ctx, match)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n < 4 {
+		t.Errorf("signalled %d processes, want the parent and at least 3 children", n)
+	}
+	if left := Find(match); len(left) > 0 {
+		t.Fatalf("still running after KillAllMatching: %v", left)
+	}
+	if n, err := KillAllMatching(ctx, match); n != 0 || err != nil {
+		t.Fatalf("with nothing left: %d, %v", n, err)
+	}
 }

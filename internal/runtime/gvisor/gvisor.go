@@ -73,7 +73,30 @@ func New(cfg Config) (*Runtime, error) {
 	if err := os.MkdirAll(r.root, 0o700); err != nil {
 		return nil, fmt.Errorf("gvisor: %w", err)
 	}
+	if err := r.killStrayCommands(); err != nil {
+		return nil, err
+	}
 	return r, nil
+}
+
+// killStrayCommands kills the runsc commands running on this runtime's
+// root. They are an earlier daemon's, killed mid-call: runsc runs in a
+// session of its own and outlives it. Left alone, a checkpoint or restore
+// goes on writing what the next daemon's recovery cleans up. Sandboxes and
+// their gofers (runsc re-executed under another name) are left running.
+func (r *Runtime) killStrayCommands() error {
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
+	defer cancel()
+	n, err := proc.KillAllMatching(ctx, func(args []string) bool {
+		return len(args) > 0 && (args[0] == r.runsc || filepath.Base(args[0]) == "runsc") && containsArg(args, r.root)
+	})
+	if n > 0 {
+		r.log.Info("killed runsc commands an earlier daemon left running", "n", n)
+	}
+	if err != nil {
+		return fmt.Errorf("gvisor: kill an earlier daemon's runsc commands: %w", err)
+	}
+	return nil
 }
 
 // Name implements runtime.Runtime.
@@ -239,6 +262,12 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	var errs []error
+	// An earlier daemon killed mid-call leaves its runsc command running
+	// (in its own session): a restore goes on creating the sandbox, its
+	// socket and state, after anything below removed them. It goes first.
+	if err := r.killProcs(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
 	// Kill first so delete has nothing to wait for; both fail harmlessly
 	// when runsc never got as far as creating the sandbox.
 	r.runscCmd(ctx, append(r.globalFlags(id), "kill", id, "KILL")...)
@@ -249,7 +278,9 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	// Whatever runsc missed (a wedged sandbox, a crash mid-create) is found
 	// by its command line and killed: the sandbox, its gofer and any runsc
 	// call for it.
-	proc.KillMatching(func(args []string) bool { return containsArg(args, r.root) && containsID(args, id) })
+	if err := r.killProcs(ctx, id); err != nil {
+		errs = append(errs, err)
+	}
 	// runsc removes the sandbox's cgroups on delete, but not when it never
 	// got to record them (a crash mid-create). The sandbox was just killed:
 	// its tasks may still be exiting, which cgroup.Remove waits out. (A
@@ -266,7 +297,36 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 			errs = append(errs, err)
 		}
 	}
+	// What runsc delete removes, left by a runsc killed before it recorded
+	// its sandbox: a new sandbox under the id could not make its socket.
+	for _, f := range r.rootFiles(id) {
+		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
 	return errors.Join(errs...)
+}
+
+// killProcs kills every process of sandbox id: its sandbox and gofer and
+// any runsc command for it, and waits for them to exit.
+func (r *Runtime) killProcs(ctx context.Context, id string) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	_, err := proc.KillAllMatching(ctx, func(args []string) bool { return containsArg(args, r.root) && containsID(args, id) })
+	if err != nil {
+		return fmt.Errorf("gvisor: kill the processes of %s: %w", id, err)
+	}
+	return nil
+}
+
+// rootFiles are the files runsc keeps for sandbox id in its root: its
+// control socket, and its container's state and lock.
+func (r *Runtime) rootFiles(id string) []string {
+	files := []string{filepath.Join(r.root, "runsc-"+id+".sock")}
+	for _, ext := range []string{".state", ".lock"} {
+		files = append(files, filepath.Join(r.root, id+"_sandbox:"+id+ext))
+	}
+	return files
 }
 
 // List implements runtime.Runtime.
@@ -286,7 +346,8 @@ func (r *Runtime) List(ctx context.Context) ([]string, error) {
 	// runsc state without a directory: a sandbox whose directory was lost.
 	if ents, err := os.ReadDir(r.root); err == nil {
 		for _, e := range ents {
-			id := strings.TrimSuffix(e.Name(), ".state")
+			// A container's state is "<sandbox>_sandbox:<container>.state".
+			id, _, _ := strings.Cut(strings.TrimSuffix(e.Name(), ".state"), "_sandbox:")
 			if runtime.ValidID(id) && id != nullNetns && !seen[id] {
 				seen[id] = true
 				ids = append(ids, id)

@@ -1,7 +1,10 @@
 package gvisor
 
 import (
+	"context"
+	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 
 	specs "github.com/opencontainers/runtime-spec/specs-go"
@@ -61,5 +64,32 @@ func TestStragglerMatch(t *testing.T) {
 		if got := containsArg(tt.args, root) && containsID(tt.args, "sb-1"); got != tt.want {
 			t.Errorf("%v: match = %v, want %v", tt.args, got, tt.want)
 		}
+	}
+}
+
+// TestListFindsRunscState: a sandbox whose directory is gone is still
+// listed while runsc holds its state, socket or lock in its root, so that
+// recovery destroys it; runsc's own entries are not sandboxes.
+func TestListFindsRunscState(t *testing.T) {
+	dir := t.TempDir()
+	r := &Runtime{dir: dir, root: RootDir(dir)}
+	if err := os.MkdirAll(filepath.Join(dir, "sb-dir"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range append(r.rootFiles("sb-lost"), filepath.Join(r.root, nullNetns)) {
+		if err := os.MkdirAll(filepath.Dir(f), 0o700); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(f, nil, 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids, err := r.List(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(ids)
+	if want := []string{"sb-dir", "sb-lost"}; !slices.Equal(ids, want) {
+		t.Fatalf("List = %v, want %v", ids, want)
 	}
 }
