@@ -3,6 +3,7 @@ package agent
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -173,9 +174,16 @@ func TestExecBackgroundChild(t *testing.T) {
 // call returned must not be killed by SIGPIPE.
 func TestExecBackgroundChildKeepsWriting(t *testing.T) {
 	e := newTestEnv(t)
-	r, err := e.c.Exec(testCtx(t), agentproto.ExecRequest{Shell: "(sleep 0.6; echo late; echo late >&2; sleep 0.2; touch alive) & echo started"})
+	// The child writes only once the call has returned, however slowly the
+	// shell gets to its exit on a loaded machine.
+	gate := filepath.Join(e.dir, "returned")
+	shell := fmt.Sprintf("(while [ ! -e %s ]; do sleep 0.05; done; echo late; echo late >&2; sleep 0.2; touch alive) & echo started", gate)
+	r, err := e.c.Exec(testCtx(t), agentproto.ExecRequest{Shell: shell})
 	if err != nil || r.Stdout != "started\n" {
 		t.Fatalf("exec = %+v, %v", r, err)
+	}
+	if err := os.WriteFile(gate, nil, 0o600); err != nil {
+		t.Fatal(err)
 	}
 	alive := filepath.Join(e.dir, "alive")
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(50 * time.Millisecond) {
