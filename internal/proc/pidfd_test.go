@@ -79,6 +79,16 @@ func TestAwait(t *testing.T) {
 	defer cmd.Process.Kill()
 	pid := cmd.Process.Pid
 	mine := ArgsContain("sleep")
+	// Start returns once the child is forked, maybe before it has exec'd
+	// sleep: until then its command line is this test's.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(time.Millisecond) {
+		if args, err := Cmdline(pid); err == nil && mine(args) {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("sleep did not start")
+		}
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
 	for _, tc := range []struct {
