@@ -338,6 +338,23 @@ func (d *daemon) stop() error {
 	return err
 }
 
+// ownDaemon starts a daemon of the test's own under suite.tmp/name. When
+// the test ends it is stopped, and every resource its sandboxes held must
+// be gone.
+func ownDaemon(t *testing.T, name string) *daemon {
+	t.Helper()
+	d, err := startDaemon(filepath.Join(suite.tmp, name))
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := countResources(t, d.stateDir())
+	t.Cleanup(func() {
+		d.stop()
+		waitResources(t, d.stateDir(), base)
+	})
+	return d
+}
+
 // kill9 kills the daemon without warning.
 func (d *daemon) kill9() {
 	d.cmd.Process.Kill()

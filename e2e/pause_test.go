@@ -537,15 +537,7 @@ func TestPauseKilledMidway(t *testing.T) {
 // daemon must settle it, whatever stage it reached, so that the sandbox is
 // either running or paused and resumable.
 func TestPauseKilledMidResume(t *testing.T) {
-	d, err := startDaemon(filepath.Join(suite.tmp, "pause-killed-resume"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	base := countResources(t, d.stateDir())
-	defer func() {
-		d.stop()
-		waitResources(t, d.stateDir(), base)
-	}()
+	d := ownDaemon(t, "pause-killed-resume")
 	ctx := context.Background()
 	sb := create(t, d, apitype.CreateSandboxRequest{})[0]
 	for _, after := range []time.Duration{0, 5, 15, 30, 60, 100, 150} {

@@ -287,16 +287,8 @@ func TestTemplateBuildErrors(t *testing.T) {
 // template, no builder sandbox, no step cache, no half snapshot and
 // nothing on the host (waitNoLeaks).
 func TestTemplateBuildKilled(t *testing.T) {
-	d, err := startDaemon(filepath.Join(suite.tmp, "template-killed"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	d := ownDaemon(t, "template-killed")
 	ctx := context.Background()
-	base := countResources(t, d.stateDir())
-	defer func() {
-		d.stop()
-		waitResources(t, d.stateDir(), base)
-	}()
 	saving := writing(filepath.Join(d.stateDir(), "snapshots"))
 	for _, tc := range []struct {
 		name, dockerfile, step string
