@@ -262,12 +262,6 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		return nil
 	}
 	var errs []error
-	// An earlier daemon killed mid-call leaves its runsc command running
-	// (in its own session): a restore goes on creating the sandbox, its
-	// socket and state, after anything below removed them. It goes first.
-	if err := r.killProcs(ctx, id); err != nil {
-		errs = append(errs, err)
-	}
 	// Kill first so delete has nothing to wait for; both fail harmlessly
 	// when runsc never got as far as creating the sandbox.
 	r.runscCmd(ctx, append(r.globalFlags(id), "kill", id, "KILL")...)
@@ -275,7 +269,8 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 		!bytes.Contains(out, []byte("does not exist")) && !bytes.Contains(out, []byte("not found")) {
 		r.log.Debug("runsc delete", "id", id, "err", err, "out", string(bytes.TrimSpace(out)))
 	}
-	// Whatever runsc missed (a wedged sandbox, a crash mid-create) is found
+	// Whatever runsc missed (a wedged sandbox, a crash mid-create, one an
+	// earlier daemon's runsc command forked before New killed it) is found
 	// by its command line and killed: the sandbox, its gofer and any runsc
 	// call for it.
 	if err := r.killProcs(ctx, id); err != nil {
