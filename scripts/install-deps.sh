@@ -95,6 +95,18 @@ if [[ ${INSTALL_QEMU:-0} == 1 ]]; then
 	fi
 fi
 
+# --- room for tasks -----------------------------------------------------------
+#
+# Every idle gVisor sandbox holds some 60 host threads: the kernel's default
+# pid_max (32768) caps a host at about 500 of them, far short of what its
+# memory holds. Raised for good, once.
+PID_MAX=4194304
+if (($(cat /proc/sys/kernel/pid_max) < PID_MAX)); then
+	log "raising kernel.pid_max to $PID_MAX (/etc/sysctl.d/90-cove.conf)"
+	echo "kernel.pid_max = $PID_MAX" >/etc/sysctl.d/90-cove.conf
+	sysctl -q -w kernel.pid_max=$PID_MAX
+fi
+
 # --- runsc -----------------------------------------------------------------
 
 find_go() {

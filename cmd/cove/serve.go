@@ -19,6 +19,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/cove-sandbox/cove/internal/api"
+	"github.com/cove-sandbox/cove/internal/hostres"
 	"github.com/cove-sandbox/cove/internal/image"
 	"github.com/cove-sandbox/cove/internal/keys"
 	"github.com/cove-sandbox/cove/internal/mcp"
@@ -45,7 +46,7 @@ type serveFlags struct {
 	defaultCPUs, maxCPUs, defaultMem, maxMem, maxSandboxes, poolSize, poolMem, startPar int
 
 	defaultDisk, maxDisk, defaultPids, maxPids, openFiles, memBudget int
-	maxImportMiB                                                     int64
+	maxImportMiB, hostFloor                                          int64
 	overcommit                                                       float64
 
 	netFlags
@@ -88,7 +89,8 @@ are re-attached at its next start.`,
 	fs.IntVar(&f.maxCPUs, "max-cpus", goruntime.NumCPU(), "most vCPUs a sandbox may ask for")
 	fs.IntVar(&f.defaultMem, "default-memory-mib", 512, "memory of a sandbox that asks for none")
 	fs.IntVar(&f.maxMem, "max-memory-mib", 8192, "most memory a sandbox may ask for")
-	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 500, "most sandboxes alive at once")
+	fs.IntVar(&f.maxSandboxes, "max-sandboxes", 0, "most sandboxes alive at once (0: as many as the host's memory holds at an idle sandbox's cost)")
+	fs.Int64Var(&f.hostFloor, "host-memory-floor-mib", -1, "host memory (MemAvailable) a create must leave free, in MiB (-1: 5% of the host's, at least 1024; 0: none)")
 	fs.IntVar(&f.defaultDisk, "default-disk-mib", 4096, "disk space a sandbox that asks for none may write, in MiB")
 	fs.IntVar(&f.maxDisk, "max-disk-mib", 65536, "most disk space a sandbox may ask for, in MiB")
 	fs.IntVar(&f.defaultPids, "default-pids", 1024, "processes and threads of a sandbox that asks for no other limit")
@@ -114,7 +116,7 @@ func (f serveFlags) limits() sandbox.Limits {
 		DefaultTTL: f.defaultTTL, MaxTTL: f.maxTTL, DefaultCPUs: f.defaultCPUs, MaxCPUs: f.maxCPUs,
 		DefaultMemoryMiB: f.defaultMem, MaxMemoryMiB: f.maxMem, MaxSandboxes: f.maxSandboxes,
 		DefaultDiskMiB: f.defaultDisk, MaxDiskMiB: f.maxDisk, DefaultPids: f.defaultPids, MaxPids: f.maxPids,
-		OpenFiles: f.openFiles, MemoryBudgetMiB: f.memBudget,
+		OpenFiles: f.openFiles, MemoryBudgetMiB: f.memBudget, HostMemoryFloorMiB: f.hostFloor,
 	}
 }
 
@@ -163,6 +165,10 @@ func runServe(ctx context.Context, f serveFlags) error {
 		return err
 	}
 	defer rt.Close()
+	cost := hostCost(be.name)
+	if err := f.resolveHostLimits(cost); err != nil {
+		return err
+	}
 
 	st, err := store.Open(ctx, filepath.Join(state, "cove.db"))
 	if err != nil {
@@ -192,7 +198,7 @@ func runServe(ctx context.Context, f serveFlags) error {
 		Runtime: rt, Store: st, Images: images, DefaultImage: f.defaultImage, Limits: f.limits(), Logger: log,
 		SnapshotDir: filepath.Join(state, "snapshots"), DefaultPoolSize: f.poolSize, PoolMemoryMiB: f.poolMem,
 		StartTimeout: f.startTimeout, StartParallelism: f.startPar, DeadKeep: f.deadKeep, Network: network,
-		Meter: usageMeter, TokenSealKey: tokenSealKey(key),
+		Meter: usageMeter, TokenSealKey: tokenSealKey(key), Host: hostres.Read, HostCost: cost,
 	})
 	// Recover reads the records and checks the sandboxes in the
 	// background: the API serves at once, and the default snapshot is

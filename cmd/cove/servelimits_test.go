@@ -45,3 +45,42 @@ func TestResolveLimits(t *testing.T) {
 		})
 	}
 }
+
+func TestResolveHostLimits(t *testing.T) {
+	cost := hostCost("gvisor")
+	tests := []struct {
+		name      string
+		max       int
+		floor     int64
+		wantErr   string
+		wantMax   int   // 0: derived from the host
+		wantFloor int64 // -1: derived from the host
+	}{
+		{"auto", 0, -1, "", 0, -1},
+		{"given", 700, 2048, "", 700, 2048},
+		{"no floor", 10, 0, "", 10, 0},
+		{"negative cap", -1, -1, "--max-sandboxes", 0, 0},
+		{"floor below -1", 10, -2, "--host-memory-floor-mib", 0, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f := serveFlags{maxSandboxes: tc.max, hostFloor: tc.floor}
+			err := f.resolveHostLimits(cost)
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("error %v, want one naming %s", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.wantMax > 0 && f.maxSandboxes != tc.wantMax || f.maxSandboxes <= 0 {
+				t.Errorf("max sandboxes %d, want %d (0: derived)", f.maxSandboxes, tc.wantMax)
+			}
+			if tc.wantFloor >= 0 && f.hostFloor != tc.wantFloor || f.hostFloor < 1024 && tc.wantFloor < 0 {
+				t.Errorf("floor %d MiB, want %d (-1: at least 1024)", f.hostFloor, tc.wantFloor)
+			}
+		})
+	}
+}

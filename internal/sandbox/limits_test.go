@@ -2,9 +2,12 @@ package sandbox
 
 import (
 	"context"
+	"errors"
 	"strings"
+	"sync"
 	"testing"
 
+	"github.com/cove-sandbox/cove/internal/hostres"
 	"github.com/cove-sandbox/cove/internal/store"
 )
 
@@ -100,5 +103,53 @@ func TestMemoryBudget(t *testing.T) {
 	}
 	if _, err := e.svc.Create(ctx, CreateOptions{SnapshotTag: "p"}); err != nil {
 		t.Errorf("spawn within the budget: %v", err)
+	}
+}
+
+// TestHostFloor: a create is refused, leaving nothing, when its sandboxes
+// would take the host's available memory past the floor or its tasks past
+// kernel.pid_max, whatever the memory budget says; a failed look at the
+// host admits it.
+func TestHostFloor(t *testing.T) {
+	var mu sync.Mutex
+	host := hostres.Reading{MemTotalMiB: 24000, MemAvailableMiB: 2000, Tasks: 1000, TaskMax: 32768}
+	var lookErr error
+	e := newEnv(t, func(c *Config) {
+		c.Host = func() (hostres.Reading, error) { mu.Lock(); defer mu.Unlock(); return host, lookErr }
+		c.HostCost = hostres.Cost{MemoryMiB: 30, Tasks: 60}
+		c.Limits.HostMemoryFloorMiB = 1000
+	})
+	set := func(f func()) { mu.Lock(); f(); mu.Unlock() }
+	ctx := testCtx(t)
+	tests := []struct {
+		name  string
+		setup func()
+		n     int
+		want  string // in the refusal; "" admits
+	}{
+		{"fits", func() {}, 3, ""},
+		{"memory floor", func() { host.MemAvailableMiB = 1300 }, 15, "floor of 1000 MiB"},
+		{"pid_max", func() { host.MemAvailableMiB, host.Tasks = 20000, 31100 }, 2, "kernel.pid_max"},
+		{"failed look admits", func() { lookErr = errors.New("no /proc") }, 2, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			set(tc.setup)
+			starts, live := e.rt.Starts(), e.svc.Count()
+			_, err := e.svc.Create(ctx, CreateOptions{N: tc.n})
+			if tc.want == "" {
+				if err != nil {
+					t.Fatalf("create of %d: %v", tc.n, err)
+				}
+				return
+			}
+			wantErr(t, err, ErrUnavailable)
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("error %q does not name %q", err, tc.want)
+			}
+			if e.rt.Starts() != starts || e.svc.Count() != live {
+				t.Errorf("a refused create left something: %d starts, %d live, was %d", e.rt.Starts()-starts, e.svc.Count(), live)
+			}
+		})
 	}
 }

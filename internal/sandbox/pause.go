@@ -357,6 +357,9 @@ func (s *Service) claimResume(ctx context.Context, b *box) error {
 		return fmt.Errorf("%w: the memory budget of %d MiB would be exceeded: %d MiB are in use and the sandbox needs %d; kill or pause others first",
 			ErrUnavailable, budget, used, b.rec.MemoryMiB)
 	}
+	if err := s.hostFitsLocked(1); err != nil {
+		return err
+	}
 	b.mu.Lock()
 	b.rec.Status = StatusResuming
 	b.mu.Unlock()

@@ -59,6 +59,9 @@ func (s *Service) nextToFill() *snap {
 		}
 	}
 	sort.Slice(short, func(i, j int) bool { return len(short[i].pool) < len(short[j].pool) })
+	if len(short) == 0 || s.hostFitsLocked(1) != nil {
+		return nil
+	}
 	budget, inUse := s.cfg.Limits.MemoryBudgetMiB, s.memoryInUseLocked()
 	for _, sn := range short {
 		if used+sn.rec.MemoryMiB <= s.cfg.PoolMemoryMiB && (budget <= 0 || inUse+sn.rec.MemoryMiB <= budget) {

@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/cove-sandbox/cove/internal/agentproto"
+	"github.com/cove-sandbox/cove/internal/hostres"
 	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/netpolicy"
 	"github.com/cove-sandbox/cove/internal/randhex"
@@ -66,6 +67,9 @@ type Limits struct {
 	// live ones, warm pools, snapshot builders and creates in progress.
 	// Zero is no bound.
 	MemoryBudgetMiB int
+	// HostMemoryFloorMiB is the host memory (MemAvailable) a create must
+	// leave free, by Config.HostCost's estimate; zero is none.
+	HostMemoryFloorMiB int64
 }
 
 // inSecs is d in whole seconds: errors about lifetimes name ttl_secs, the
@@ -93,6 +97,11 @@ type Config struct {
 	DefaultImage string
 	Limits       Limits
 	Logger       *slog.Logger
+	// Host, if set, looks at the host's memory and tasks: a create is
+	// refused when its sandboxes, at HostCost each, would not fit (the
+	// memory floor, kernel.pid_max). A failed look admits the create.
+	Host     func() (hostres.Reading, error)
+	HostCost hostres.Cost
 	// StartTimeout bounds how long a new sandbox's agent may take to answer.
 	StartTimeout time.Duration
 	// StartParallelism bounds concurrent starts within one create call.

@@ -448,6 +448,9 @@ func (s *Service) reserve(ctx context.Context, n int, src source, spawn bool) (r
 		return nil, nil, fmt.Errorf("%w: the memory budget of %d MiB would be exceeded: sandboxes, warm pools and creates in progress hold %d MiB, and %d more of %d MiB do not fit; kill some or ask for less memory",
 			ErrUnavailable, budget, used, n-pooled, src.memoryMiB)
 	}
+	if err := s.hostFitsLocked(n - pooled); err != nil {
+		return nil, nil, err
+	}
 	if src.snap != nil {
 		ready = s.claimPooledLocked(src.snap, n)
 	}
