@@ -90,6 +90,8 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.IntVar(&o.PoolHandouts, "pool-handouts", o.PoolHandouts, "hand-outs from a warm pool to time, each after the pool refilled")
 	fs.IntVar(&o.PoolSize, "pool-size", o.PoolSize, "size of the warm pool hand-outs come from")
 	fs.IntVar(&o.SpawnN, "spawn-n", o.SpawnN, "children to spawn in one request, then measure the Pss of (0: skip)")
+	fs.IntVar(&o.SpawnWith, "spawn-with", o.SpawnWith, "sandboxes held running while --spawn-n more are spawned again, beside the same spawn from empty; then all are killed, timed (0: skip)")
+	fs.IntVar(&o.BranchLoad, "branch-load", o.BranchLoad, "busy sandboxes (a CPU each) running while the 50 MiB branch pause is timed again (0: skip)")
 	fs.IntVar(&o.Branches, "branches", o.Branches, "branches to time per dirty size")
 	fs.Var(&o.BranchMiB, "branch-mib", "MiB written in the source before each branch, comma-separated")
 	fs.IntVar(&o.ChainDepth, "chain-depth", o.ChainDepth, "depth of the snapshot chain to spawn from")

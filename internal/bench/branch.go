@@ -6,6 +6,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,7 +61,64 @@ func (s *snapBench) benchBranch(ctx context.Context) []result {
 		s.logf("%s: pause p50 %.2f ms, p99 %.2f ms over %d; stopped p50 %.2f ms", r.Name, r.P50, r.P99, r.N, st.P50)
 		rows = append(rows, r, st)
 	}
+	if s.o.BranchLoad > 0 && 2*loadedBranchMiB <= mem {
+		rows = append(rows, s.benchBranchLoaded(ctx, src, rows))
+	}
 	return rows
+}
+
+// loadedBranchMiB is what the source has written before each branch timed
+// beside busy sandboxes.
+const loadedBranchMiB = 50
+
+// benchBranchLoaded times the branch pause at loadedBranchMiB again while
+// s.o.BranchLoad other sandboxes each keep a CPU busy: a user's host is
+// busy, and the source's checkpoint competes with them. The unloaded row
+// of the same size, if measured, is its baseline.
+func (s *snapBench) benchBranchLoaded(ctx context.Context, src apitype.SandboxInfo, unloaded []result) result {
+	name := fmt.Sprintf("branch_pause_%d_loaded", loadedBranchMiB)
+	stop, err := s.busyLoad(ctx, s.o.BranchLoad)
+	defer stop()
+	if err != nil {
+		return failedResult(name, unitMs, err)
+	}
+	pauses, _, err := s.branchPauses(ctx, src, loadedBranchMiB, name)
+	if err != nil {
+		return failedResult(name, unitMs, err)
+	}
+	r := msResult(name, pauses)
+	if i := slices.IndexFunc(unloaded, func(u result) bool {
+		return u.Name == fmt.Sprintf("branch_pause_%d", loadedBranchMiB) && u.Error == ""
+	}); i >= 0 {
+		r.Baseline = &baseline{Name: "unloaded", P50: unloaded[i].P50, P99: unloaded[i].P99, N: unloaded[i].N}
+	}
+	s.logf("%s: p50 %.2f ms with %d busy sandboxes", name, r.P50, s.o.BranchLoad)
+	return r
+}
+
+// busyLoad starts n sandboxes that each spin one CPU; stop deletes them.
+func (s *snapBench) busyLoad(ctx context.Context, n int) (stop func(), err error) {
+	var releases []func()
+	stop = func() {
+		for _, r := range releases {
+			r()
+		}
+	}
+	for range n {
+		sb, release, err := s.createOne(ctx, apitype.CreateSandboxRequest{})
+		releases = append(releases, release)
+		if err != nil {
+			return stop, fmt.Errorf("start a busy sandbox: %w", err)
+		}
+		res, err := s.cl.Exec(ctx, sb.ID, sb.Token, apitype.ExecRequest{Shell: "while :; do :; done", Background: true})
+		if err == nil && res.ExitCode != 0 {
+			err = fmt.Errorf("exit %d: %s", res.ExitCode, strings.TrimSpace(res.Stderr))
+		}
+		if err != nil {
+			return stop, fmt.Errorf("make sandbox %s busy: %w", sb.ID, err)
+		}
+	}
+	return stop, nil
 }
 
 // branchPauses branches src s.o.Branches times, each after writing mib

@@ -55,28 +55,37 @@ const (
 	deleteParallel = 16
 )
 
-// destroy deletes sandbox id, even if ctx is canceled.
-func (c *cleanup) destroy(ctx context.Context, id string) {
+// destroy deletes sandbox id, even if ctx is canceled, and reports
+// whether it is gone.
+func (c *cleanup) destroy(ctx context.Context, id string) bool {
 	if !deleteSandbox(ctx, c.cl, id, c.logf) {
-		return // run tries again
+		return false // run tries again
 	}
 	c.mu.Lock()
 	delete(c.sandboxes, id)
 	c.mu.Unlock()
+	return true
 }
 
-// destroyAll deletes the sandboxes ids, a few at a time.
-func (c *cleanup) destroyAll(ctx context.Context, ids []string) {
+// destroyAll deletes the sandboxes ids, a few at a time, as cove kill
+// does, and says how many are still there.
+func (c *cleanup) destroyAll(ctx context.Context, ids []string) (left int) {
 	var wg sync.WaitGroup
+	var mu sync.Mutex
 	sem := make(chan struct{}, deleteParallel)
 	for _, id := range ids {
 		wg.Go(func() {
 			sem <- struct{}{}
 			defer func() { <-sem }()
-			c.destroy(ctx, id)
+			if !c.destroy(ctx, id) {
+				mu.Lock()
+				left++
+				mu.Unlock()
+			}
 		})
 	}
 	wg.Wait()
+	return left
 }
 
 // deleteSnapshot deletes snapshot tag, even if ctx is canceled, waiting

@@ -74,6 +74,20 @@ func (b *bencher) benchEval(ctx context.Context, sb apitype.SandboxInfo) result 
 	return latencyResult("eval", lat)
 }
 
+// benchPing times the agent's round trip through the API (as many as
+// evals): what every call costs before it does anything.
+func (b *bencher) benchPing(ctx context.Context, sb apitype.SandboxInfo) result {
+	lat, err := b.sample("ping", 3, b.o.Evals, func() (time.Duration, error) {
+		t0 := time.Now()
+		_, err := b.cl.Ping(ctx, sb.ID, sb.Token)
+		return time.Since(t0), err
+	})
+	if err != nil {
+		return failedResult("ping", unitMs, err)
+	}
+	return latencyResult("ping", lat)
+}
+
 // runscBaseline times `runsc exec ID true` in the warm sandbox: what an
 // exec costs without cove's agent. It returns nil, nil when the backend
 // has no runsc to compare with.

@@ -37,6 +37,8 @@ type Options struct {
 	PoolSize     int     // of the pool hand-outs come from
 	SpawnN       int     // children of the one big spawn, whose Pss is measured
 	SpawnNs      []int   // if set, several big spawns of these sizes (the last's Pss is measured)
+	SpawnWith    int     // sandboxes held running while SpawnN more are spawned, then all killed
+	BranchLoad   int     // busy sandboxes running during the loaded branch pauses
 	Branches     int     // branches per dirty size
 	BranchMiB    IntList // written in the branch source before each branch
 	ChainDepth   int     // deepest snapshot of the chain
@@ -97,7 +99,7 @@ type Options struct {
 func Defaults() Options {
 	return Options{
 		Creates: 10, Execs: 200, Evals: 100, BaselineExecs: 20, FileMiB: 1024, PTYEchoes: 200, StreamMiB: 256,
-		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100,
+		Spawns: 10, PoolHandouts: 10, PoolSize: 3, SpawnN: 100, SpawnWith: 400, BranchLoad: 2,
 		Branches: 5, BranchMiB: IntList{0, 50, 200}, ChainDepth: 5, ChainSamples: 3,
 		PssSettle:      2 * time.Second,
 		RestartDead:    5,
@@ -140,6 +142,10 @@ func (o *Options) ForQEMU(given map[string]bool) {
 		{"template-builds", &o.TemplateBuilds, 1},
 		{"pauses", &o.Pauses, 3},
 		{"e2b-creates", &o.E2BCreates, 3},
+		// TCG's clones are CPU-bound: hundreds held, or busy neighbours,
+		// measure the emulator, not cove.
+		{"spawn-with", &o.SpawnWith, 0},
+		{"branch-load", &o.BranchLoad, 0},
 	} {
 		if !given[c.flag] {
 			*c.n = c.v
@@ -156,7 +162,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 // Validate checks the counts and the names of Only and Skip.
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
-		o.Spawns, o.PoolHandouts, o.SpawnN, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
+		o.Spawns, o.PoolHandouts, o.SpawnN, o.SpawnWith, o.BranchLoad, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
 		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds, o.Pauses, o.E2BCreates) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
@@ -168,6 +174,9 @@ func (o Options) Validate() error {
 	}
 	if o.SpawnN > apitype.MaxN {
 		return fmt.Errorf("--spawn-n must be at most %d", apitype.MaxN)
+	}
+	if o.SpawnWith > 10*apitype.MaxN {
+		return fmt.Errorf("--spawn-with must be at most %d", 10*apitype.MaxN)
 	}
 	return o.selectGroups() // on a copy
 }
@@ -193,7 +202,7 @@ func (o *Options) groups() map[string][]*int {
 		"stream":   {&o.StreamMiB}, // exec_stream
 		"spawn":    {&o.Spawns},
 		"pool":     {&o.PoolHandouts},
-		"spawn100": {&o.SpawnN}, // and pss_per_child
+		"spawn100": {&o.SpawnN}, // and cpu_per_child_N, pss_per_child, spawn_N_with_M, kill_N
 		"branch":   {&o.Branches},
 		"chain":    {&o.ChainSamples},
 		"restart":  {&o.RestartDead},

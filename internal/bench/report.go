@@ -49,6 +49,8 @@ const (
 	unitMBps  = "MB/s" // decimal megabytes per second
 	unitMiB   = "MiB"
 	unitRatio = "x"
+	// unitSeconds is CPU time: what the host spent, all cores together.
+	unitSeconds = "cpu-s"
 )
 
 // result is one measurement: a latency's or a rate's percentiles over N

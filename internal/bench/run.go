@@ -138,7 +138,7 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 	sb, err := b.createOne(ctx, info, apitype.CreateSandboxRequest{})
 	if err != nil {
 		err = fmt.Errorf("create the warm sandbox: %w", err)
-		for _, r := range []result{{Name: "exec", Unit: unitMs}, {Name: "eval", Unit: unitMs},
+		for _, r := range []result{{Name: "exec", Unit: unitMs}, {Name: "eval", Unit: unitMs}, {Name: "ping", Unit: unitMs},
 			{Name: "upload", Unit: unitMBps}, {Name: "download", Unit: unitMBps}, {Name: "pty_echo", Unit: unitMs}} {
 			r.Error = err.Error()
 			add(r)
@@ -163,6 +163,7 @@ func (b *bencher) runWarm(ctx context.Context, info apitype.Info, add func(resul
 	}
 	if b.o.Evals > 0 {
 		add(b.benchEval(ctx, sb))
+		add(b.benchPing(ctx, sb))
 	}
 	if b.o.FileMiB > 0 {
 		up, down := b.benchTransfer(ctx, sb)

@@ -62,9 +62,9 @@ func TestRunFailed(t *testing.T) {
 	srv := httptest.NewServer(fakedaemon.New())
 	defer srv.Close()
 	var out, log bytes.Buffer
-	// The fake has no eval.
+	// The fake has no eval, nor ping.
 	err := Run(context.Background(), client.New(srv.URL, "key"), Options{Evals: 1}, &out, &log)
-	if err == nil || err.Error() != "failed: eval" {
+	if err == nil || err.Error() != "failed: eval, ping" {
 		t.Errorf("err = %v", err)
 	}
 	if !strings.Contains(out.String(), "eval: ") {

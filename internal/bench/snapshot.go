@@ -31,7 +31,7 @@ func (b *bencher) runSnapshotBenches(ctx context.Context, info apitype.Info, add
 	var baseErr error
 	if b.o.Spawns > 0 || b.o.SpawnN > 0 || b.o.ChainSamples > 0 {
 		t0 := time.Now()
-		_, baseErr = s.build(ctx, base, 0)
+		_, baseErr = s.build(ctx, base, 0, 0)
 		if baseErr == nil {
 			add(latencyResult("snapshot_build", []time.Duration{time.Since(t0)}))
 		} else {
@@ -59,16 +59,23 @@ func (b *bencher) runSnapshotBenches(ctx context.Context, info apitype.Info, add
 			last := i == len(ns)-1
 			if baseErr != nil {
 				add(failedResult(fmt.Sprintf("spawn_%d", n), unitMs, baseErr))
+				add(failedResult(cpuPerChildName(n), unitSeconds, baseErr))
 				if last {
 					add(failedResult("pss_per_child", unitMiB, baseErr))
 				}
 				continue
 			}
-			spawn, pss := s.benchSpawnN(ctx, base, n, last)
+			spawn, cpu, pss := s.benchSpawnN(ctx, base, n, last)
 			add(spawn)
+			add(cpu)
 			if last {
 				add(pss)
 			}
+		}
+	}
+	if b.o.SpawnN > 0 && b.o.SpawnWith > 0 {
+		for _, r := range s.benchSpawnWith(ctx, b.o.SpawnN, b.o.SpawnWith) {
+			add(r)
 		}
 	}
 	if b.o.Branches > 0 {
@@ -100,11 +107,12 @@ type snapBench struct {
 }
 
 // build builds snapshot tag from the default image with poolSize
-// sandboxes in its pool.
-func (s *snapBench) build(ctx context.Context, tag string, poolSize int) (apitype.SnapshotInfo, error) {
+// sandboxes in its pool, its sandboxes given memoryMiB (0: the daemon's
+// default).
+func (s *snapBench) build(ctx context.Context, tag string, poolSize, memoryMiB int) (apitype.SnapshotInfo, error) {
 	s.logf("building snapshot %s (pool %d)", tag, poolSize)
 	t0 := time.Now()
-	si, err := s.cl.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: tag, PoolSize: &poolSize})
+	si, err := s.cl.CreateSnapshot(ctx, apitype.CreateSnapshotRequest{Tag: tag, PoolSize: &poolSize, MemoryMiB: memoryMiB})
 	if err != nil {
 		return si, fmt.Errorf("build snapshot %s: %w", tag, err)
 	}
@@ -173,7 +181,7 @@ func (s *snapBench) benchSpawn(ctx context.Context, tag string) result {
 func (s *snapBench) benchPool(ctx context.Context) result {
 	const name = "pool_handout"
 	tag := s.prefix + "-pool"
-	si, err := s.build(ctx, tag, s.o.PoolSize)
+	si, err := s.build(ctx, tag, s.o.PoolSize, 0)
 	defer s.cu.deleteSnapshot(ctx, tag) // frees the pool for what follows
 	if err != nil {
 		return failedResult(name, unitMs, err)
@@ -224,10 +232,12 @@ func (s *snapBench) waitPool(ctx context.Context, tag string) error {
 	}
 }
 
-// benchSpawnN times one request for spawnN sandboxes from tag, then
-// measures their memory: the Pss of their processes, per sandbox,
-// beside that of one cold-started sandbox.
-func (s *snapBench) benchSpawnN(ctx context.Context, tag string, n int, withPss bool) (spawn, pss result) {
+func cpuPerChildName(n int) string { return fmt.Sprintf("cpu_per_child_%d", n) }
+
+// benchSpawnN times one request for spawnN sandboxes from tag and the
+// host CPU time it took per child, then measures their memory: the Pss of
+// their processes, per sandbox, beside that of one cold-started sandbox.
+func (s *snapBench) benchSpawnN(ctx context.Context, tag string, n int, withPss bool) (spawn, cpu, pss result) {
 	name := fmt.Sprintf("spawn_%d", n)
 	var base *baseline
 	baseErr := errors.New("not measured")
@@ -238,27 +248,26 @@ func (s *snapBench) benchSpawnN(ctx context.Context, tag string, n int, withPss 
 	}
 
 	s.logf("spawning %d from %s", n, tag)
+	meter := startCPU()
 	sbs, d, err := s.spawn(ctx, tag, n)
-	ids := make([]string, len(sbs))
-	for i, sb := range sbs {
-		ids[i] = sb.ID
-	}
-	defer s.cu.destroyAll(ctx, ids)
+	cpu = meter.perItem(cpuPerChildName(n), n)
+	children := ids(sbs)
+	defer s.cu.destroyAll(ctx, children)
 	if err != nil {
-		return failedResult(name, unitMs, err), failedResult("pss_per_child", unitMiB, err)
+		return failedResult(name, unitMs, err), failedResult(cpu.Name, unitSeconds, err), failedResult("pss_per_child", unitMiB, err)
 	}
 	spawn = latencyResult(name, []time.Duration{d})
-	s.logf("%s: %s", name, fmtMs(d))
+	s.logf("%s: %s, %.3f CPU-s per child", name, fmtMs(d), cpu.P50)
 	if !withPss {
-		return spawn, result{}
+		return spawn, cpu, result{}
 	}
 
-	pss, err = s.pssResult(ctx, ids)
+	pss, err = s.pssResult(ctx, children)
 	if err != nil {
-		return spawn, failedResult("pss_per_child", unitMiB, err)
+		return spawn, cpu, failedResult("pss_per_child", unitMiB, err)
 	}
 	if baseErr == nil {
 		pss.Baseline = base
 	}
-	return spawn, pss
+	return spawn, cpu, pss
 }
