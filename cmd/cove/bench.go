@@ -16,6 +16,7 @@ import (
 func newBenchCmd(cfg *clientConfig) *cobra.Command {
 	o := bench.Defaults()
 	var backend, accel, imageDir string
+	var density bool
 	cmd := &cobra.Command{
 		Use:   "bench [flags]",
 		Short: "Measure cove against its baselines, JSON out",
@@ -25,11 +26,20 @@ and snapshot chains, egress, preview URLs and DNS, each beside a baseline from
 the same run. Run it as root on the daemon's host: the baselines run runsc and
 read /proc, and the network rows start test servers in a network namespace of
 their own (the DNS row only with --backend, whose daemon resolves through them).`,
-		Example: "  cove bench --json\n  cove bench --only exec,spawn --out bench.json\n  cove bench --backend qemu\n  cove bench --backend gvisor --only egress,preview,dns",
+		Example: "  cove bench --json\n  cove bench --density --json\n  cove bench --only exec,spawn --out bench.json\n  cove bench --backend qemu\n  cove bench --backend gvisor --only egress,preview,dns",
 		Args:    noArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			given := map[string]bool{}
 			cmd.Flags().Visit(func(f *pflag.Flag) { given[f.Name] = true })
+			if density {
+				// Alone: it fills the host.
+				if !given["density-max"] {
+					o.DensityMax = 1000
+				}
+				if !given["only"] {
+					o.Only = bench.NameList{"density"}
+				}
+			}
 			switch backend {
 			case "", "gvisor":
 			case "qemu":
@@ -111,6 +121,11 @@ their own (the DNS row only with --backend, whose daemon resolves through them).
 	fs.StringVar(&o.E2B.Envd, "e2b-envd", "", "the daemon's --e2b-envd address (host:port) for the e2b row")
 	fs.StringVar(&o.E2B.SDK, "e2b-sdk", o.E2B.SDK, "the installed e2b npm package (make e2b-sdk)")
 	fs.IntVar(&o.Pauses, "pauses", o.Pauses, "pauses, resumes, checkpoints and rollbacks of one sandbox to time, beside cold creates (0: skip)")
+	fs.BoolVar(&density, "density", false, "measure density alone: idle sandboxes spawned in batches until the host's available memory would cross --density-floor-mib, each checked with an exec, their memory and idle CPU each, then killing them all")
+	fs.IntVar(&o.DensityMax, "density-max", o.DensityMax, "most sandboxes the density benchmark holds (--density: 1000)")
+	fs.Int64Var(&o.DensityOpts.FloorMiB, "density-floor-mib", o.DensityOpts.FloorMiB, "host memory (MemAvailable) the density benchmark never takes the host below")
+	fs.IntVar(&o.DensityOpts.Batch, "density-batch", o.DensityOpts.Batch, "sandboxes per spawn call of the density benchmark")
+	fs.DurationVar(&o.DensityOpts.Idle, "density-idle", o.DensityOpts.Idle, "how long the held sandboxes' idle CPU is measured over")
 	fs.Var(&o.Only, "only", "run only these benchmarks, comma-separated, of: "+strings.Join(bench.Groups(), ", "))
 	fs.Var(&o.Skip, "skip", "skip these benchmarks, comma-separated (names as for --only)")
 	fs.StringVar(&o.Runsc, "runsc", o.Runsc, "the daemon's runsc, for the runsc exec baseline")

@@ -68,16 +68,23 @@ func (s *snapBench) benchSpawnWith(ctx context.Context, n, m int) []result {
 	rows := []result{spawn, {Name: ratioName, Unit: unitRatio, P50: x, P99: x, N: 1}, cpu.perItem(cpuName, n)}
 	s.logf("%s: %s (%.2fx from empty)", name, fmtMs(d), x)
 
-	t0 := time.Now()
 	all := held
 	held = nil
+	return append(rows, s.killAll(ctx, all))
+}
+
+// killAll deletes the sandboxes ids as cove kill does, timed, as row
+// kill_N.
+func (s *snapBench) killAll(ctx context.Context, all []string) result {
+	name := fmt.Sprintf("kill_%d", len(all))
+	t0 := time.Now()
 	left := s.cu.destroyAll(ctx, all)
-	kill := latencyResult(killName, []time.Duration{time.Since(t0)})
+	d := time.Since(t0)
+	s.logf("%s: %s", name, fmtMs(d))
 	if left > 0 {
-		kill = failedResult(killName, unitMs, fmt.Errorf("%d of %d sandboxes could not be deleted", left, len(all)))
+		return failedResult(name, unitMs, fmt.Errorf("%d of %d sandboxes could not be deleted", left, len(all)))
 	}
-	s.logf("%s: %s", killName, fmtMs(time.Since(t0)))
-	return append(rows, kill)
+	return latencyResult(name, []time.Duration{d})
 }
 
 // ids are the sandboxes' ids.

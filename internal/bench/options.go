@@ -83,6 +83,11 @@ type Options struct {
 	E2BCreates int
 	E2B        E2BOptions
 
+	// DensityMax is the most idle sandboxes the density benchmark holds
+	// (0: off; cove bench --density turns it on alone).
+	DensityMax  int
+	DensityOpts DensityOptions
+
 	// Only and Skip select benchmark groups by name (see Groups).
 	Only, Skip NameList
 
@@ -112,6 +117,7 @@ func Defaults() Options {
 		ImageImportMiB: 64,
 		TemplateBuilds: 3,
 		Pauses:         5,
+		DensityOpts:    DensityOptions{FloorMiB: 2048, Batch: 50, Idle: 30 * time.Second},
 		E2BCreates:     5,
 		E2B:            E2BOptions{SDK: "/var/cache/cove/e2b-sdk/2.51.0/node_modules/e2b"},
 		Runsc:          "runsc",
@@ -163,7 +169,7 @@ func (o *Options) ForQEMU(given map[string]bool) {
 func (o Options) Validate() error {
 	if min(o.Creates, o.Execs, o.Evals, o.BaselineExecs, o.FileMiB, o.PTYEchoes, o.StreamMiB,
 		o.Spawns, o.PoolHandouts, o.SpawnN, o.SpawnWith, o.BranchLoad, o.Branches, o.ChainDepth, o.ChainSamples, o.RestartDead,
-		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds, o.Pauses, o.E2BCreates) < 0 {
+		o.EgressMiB, o.PreviewGets, o.DNSLookups, o.ProcFirstBytes, o.TreeFiles, o.WatchEvents, o.ImageImportMiB, o.TemplateBuilds, o.Pauses, o.E2BCreates, o.DensityMax) < 0 {
 		return errors.New("counts and sizes must not be negative")
 	}
 	if o.PoolHandouts > 0 && o.PoolSize < 1 {
@@ -174,6 +180,9 @@ func (o Options) Validate() error {
 	}
 	if o.SpawnN > apitype.MaxN {
 		return fmt.Errorf("--spawn-n must be at most %d", apitype.MaxN)
+	}
+	if o.DensityMax > 0 && (o.DensityOpts.Batch < 1 || o.DensityOpts.Batch > apitype.MaxN || o.DensityOpts.FloorMiB < 0 || o.DensityOpts.Idle <= 0) {
+		return fmt.Errorf("--density-batch must be 1 to %d, --density-floor-mib not negative, --density-idle positive", apitype.MaxN)
 	}
 	if o.SpawnWith > 10*apitype.MaxN {
 		return fmt.Errorf("--spawn-with must be at most %d", 10*apitype.MaxN)
@@ -216,6 +225,7 @@ func (o *Options) groups() map[string][]*int {
 		"template": {&o.TemplateBuilds},
 		"e2b":      {&o.E2BCreates}, // e2b_sdk_create_run
 		"pause":    {&o.Pauses},     // and resume, checkpoint, rollback, paused_disk
+		"density":  {&o.DensityMax}, // density_*, kill_N
 	}
 }
 

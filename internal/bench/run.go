@@ -112,6 +112,11 @@ func (b *bencher) run(ctx context.Context) (report, error) {
 			add(r)
 		}
 	}
+	if b.o.DensityMax > 0 {
+		for _, r := range b.benchDensity(ctx, info) {
+			add(r)
+		}
+	}
 	switch {
 	case b.o.RestartDead > 0 && b.o.Restarter != nil:
 		for _, r := range b.benchRestart(ctx, info) {
