@@ -42,6 +42,11 @@ type Runtime struct {
 	dir   string
 	root  string // runsc --root
 	log   *slog.Logger
+	// found are the processes on runsc's root that New saw running: an
+	// earlier daemon's sandboxes and gofers. Destroy kills a sandbox's
+	// among them, which covers one that runsc had forked but not yet
+	// recorded or put in its cgroup when that daemon died.
+	found *strays
 }
 
 var _ runtime.Runtime = (*Runtime)(nil)
@@ -66,7 +71,7 @@ func New(cfg Config) (*Runtime, error) {
 	if !filepath.IsAbs(cfg.Dir) {
 		return nil, fmt.Errorf("gvisor: state dir %q must be absolute", cfg.Dir)
 	}
-	r := &Runtime{runsc: path, dir: cfg.Dir, root: RootDir(cfg.Dir), log: cfg.Logger}
+	r := &Runtime{runsc: path, dir: cfg.Dir, root: RootDir(cfg.Dir), log: cfg.Logger, found: newStrays()}
 	if r.log == nil {
 		r.log = slog.Default()
 	}
@@ -76,6 +81,8 @@ func New(cfg Config) (*Runtime, error) {
 	if err := r.killStrayCommands(); err != nil {
 		return nil, err
 	}
+	// The host's processes are read once here, not at every Destroy.
+	r.found.scan(r.root)
 	return r, nil
 }
 
@@ -149,7 +156,9 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...strin
 			// Clean up with a fresh context: ctx may be what failed.
 			cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), callTimeout)
 			defer cancel()
-			if derr := r.Destroy(cctx, spec.ID); derr != nil {
+			// A launch cut short may have left a process runsc had not
+			// yet recorded: the host's processes are searched too.
+			if derr := r.destroy(cctx, spec.ID, true); derr != nil {
 				r.log.Warn("cleanup after failed start", "id", spec.ID, "err", derr)
 			}
 		}
@@ -180,7 +189,9 @@ func (r *Runtime) launch(ctx context.Context, spec runtime.Spec, subcmd ...strin
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	args := append(r.globalFlags(spec.ID), limitFlags(spec, overlay)...)
-	args = append(append(args, subcmd...), "--bundle", bundle, spec.ID)
+	// The pid file names the sandbox process for Wait and Destroy, which
+	// then need no runsc call of their own.
+	args = append(append(args, subcmd...), "--bundle", bundle, "--pid-file", r.pidFile(spec.ID), spec.ID)
 	cmd := exec.CommandContext(ctx, r.runsc, args...)
 	// The sandbox inherits these as the agent's stdout and stderr and
 	// outlives this call; runsc's own errors are in the log file.
@@ -256,31 +267,26 @@ func (r *Runtime) Dial(ctx context.Context, id string) (net.Conn, error) {
 	return netns.Dial(ctx, ns, net.JoinHostPort(netns.GuestIP, strconv.Itoa(agentproto.Port)))
 }
 
-// Destroy implements runtime.Runtime.
+// Destroy implements runtime.Runtime. It runs no runsc or ip(8): the
+// sandbox's processes are those in its cgroup and those runsc recorded,
+// killed directly, and what runsc delete would remove is removed here.
 func (r *Runtime) Destroy(ctx context.Context, id string) error {
+	return r.destroy(ctx, id, false)
+}
+
+// destroy is Destroy; scan also searches every host process for the
+// sandbox's, for a launch cut short whose processes nothing recorded.
+func (r *Runtime) destroy(ctx context.Context, id string, scan bool) error {
 	if !runtime.ValidID(id) {
 		return nil
 	}
 	var errs []error
-	// Kill first so delete has nothing to wait for; both fail harmlessly
-	// when runsc never got as far as creating the sandbox.
-	r.runscCmd(ctx, append(r.globalFlags(id), "kill", id, "KILL")...)
-	if out, err := r.runscCmd(ctx, append(r.globalFlags(id), "delete", "--force", id)...); err != nil &&
-		!bytes.Contains(out, []byte("does not exist")) && !bytes.Contains(out, []byte("not found")) {
-		r.log.Debug("runsc delete", "id", id, "err", err, "out", string(bytes.TrimSpace(out)))
-	}
-	// Whatever runsc missed (a wedged sandbox, a crash mid-create, one an
-	// earlier daemon's runsc command forked before New killed it) is found
-	// by its command line and killed: the sandbox, its gofer and any runsc
-	// call for it.
-	if err := r.killProcs(ctx, id); err != nil {
+	if err := r.killProcs(ctx, id, scan); err != nil {
 		errs = append(errs, err)
 	}
-	// runsc removes the sandbox's cgroups on delete, but not when it never
-	// got to record them (a crash mid-create). The sandbox was just killed:
-	// its tasks may still be exiting, which cgroup.Remove waits out. (A
-	// rmdir tried once left a sandbox's cgroups behind after a daemon's
-	// restart.)
+	// The sandbox was just killed: its cgroups' tasks may still be
+	// exiting, which cgroup.Remove waits out. (A rmdir tried once left a
+	// sandbox's cgroups behind after a daemon's restart.)
 	if err := cgroup.Remove(cgroup.Dirs(id)...); err != nil {
 		errs = append(errs, err)
 	}
@@ -292,8 +298,8 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 			errs = append(errs, err)
 		}
 	}
-	// What runsc delete removes, left by a runsc killed before it recorded
-	// its sandbox: a new sandbox under the id could not make its socket.
+	// What runsc delete removes: a new sandbox under the id could not
+	// make its socket while they are there.
 	for _, f := range r.rootFiles(id) {
 		if err := os.Remove(f); err != nil && !errors.Is(err, os.ErrNotExist) {
 			errs = append(errs, err)
@@ -302,13 +308,29 @@ func (r *Runtime) Destroy(ctx context.Context, id string) error {
 	return errors.Join(errs...)
 }
 
-// killProcs kills every process of sandbox id: its sandbox and gofer and
-// any runsc command for it, and waits for them to exit.
-func (r *Runtime) killProcs(ctx context.Context, id string) error {
+// killProcs kills every process of sandbox id and waits for them to exit:
+// those runsc recorded (its sandbox and gofer), those New found, and every
+// process in the sandbox's cgroups, where runsc starts both and the
+// sandbox's stubs live. With scan, every host process whose command line
+// names the sandbox too.
+func (r *Runtime) killProcs(ctx context.Context, id string, scan bool) error {
 	ctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
-	_, err := proc.KillAllMatching(ctx, func(args []string) bool { return containsArg(args, r.root) && containsID(args, id) })
-	if err != nil {
+	mine := func(args []string) bool { return containsArg(args, r.root) && containsID(args, id) }
+	pids := append(r.recordedPids(id), r.found.take(id)...)
+	if _, err := proc.KillWait(ctx, pids, func(pid int) bool {
+		args, err := proc.Cmdline(pid)
+		return err == nil && mine(args)
+	}); err != nil {
+		return fmt.Errorf("gvisor: kill the processes of %s: %w", id, err)
+	}
+	if _, err := cgroup.Kill(ctx, cgroup.Dirs(id)...); err != nil {
+		return fmt.Errorf("gvisor: kill the processes of %s: %w", id, err)
+	}
+	if !scan {
+		return nil
+	}
+	if _, err := proc.KillAllMatching(ctx, mine); err != nil {
 		return fmt.Errorf("gvisor: kill the processes of %s: %w", id, err)
 	}
 	return nil

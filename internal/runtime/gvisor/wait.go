@@ -34,8 +34,13 @@ func (r *Runtime) Wait(ctx context.Context, id string) (runtime.Exit, error) {
 }
 
 // sandboxPid returns the pid of sandbox id's sandbox process as runsc
-// records it, or 0 if it has stopped.
+// records it, or 0 if it has stopped. The pid file, written by the launch,
+// costs no runsc call; runsc state answers for a sandbox without one (a
+// launch cut short, or an earlier daemon's sandbox).
 func (r *Runtime) sandboxPid(ctx context.Context, id string) (int, error) {
+	if pid := r.readPidFile(id); pid > 0 {
+		return pid, nil
+	}
 	out, err := r.runscCmd(ctx, "--root", r.root, "state", id)
 	if err != nil {
 		if ctx.Err() != nil {
