@@ -20,7 +20,7 @@ type Client struct {
 // NewClient runs the host side of the protocol over conn. The Client owns
 // conn and closes it on Close.
 func NewClient(conn net.Conn) (*Client, error) {
-	sess, err := yamux.Client(conn, muxConfig())
+	sess, err := yamux.Client(newBatchConn(conn), muxConfig())
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("agentproto: start session: %w", err)
@@ -209,8 +209,8 @@ func (c *Client) sendContent(ctx context.Context, op string, req any, r io.Reade
 	// The agent may refuse before reading any content (a bad path, say); it
 	// then answers at once, which ends the send.
 	cl, err := c.open(ctx, op, req, func(st *yamux.Stream) error {
-		dw := NewDataWriter(st)
-		if _, err := io.Copy(dw, r); err != nil {
+		dw := &dataWriter{w: st}
+		if _, err := dw.readFull(r); err != nil {
 			// Closing without the End frame tells the agent the content is
 			// cut short, so it answers instead of waiting for the rest.
 			st.Close()

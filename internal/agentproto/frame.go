@@ -49,16 +49,13 @@ func putFrameHeader(b []byte, typ byte, n int) {
 	binary.BigEndian.PutUint32(b[1:frameHeaderLen], uint32(n))
 }
 
+// writeFrame writes a frame in one write: over yamux every write is a
+// frame of its own, and a frame's header alone costs a segment.
 func writeFrame(w io.Writer, typ byte, payload []byte) error {
-	var hdr [frameHeaderLen]byte
-	putFrameHeader(hdr[:], typ, len(payload))
-	if _, err := w.Write(hdr[:]); err != nil {
-		return err
-	}
-	if len(payload) == 0 {
-		return nil
-	}
-	_, err := w.Write(payload)
+	b := make([]byte, frameHeaderLen+len(payload))
+	putFrameHeader(b, typ, len(payload))
+	copy(b[frameHeaderLen:], payload)
+	_, err := w.Write(b)
 	return err
 }
 
@@ -78,6 +75,14 @@ func WriteJSON(w io.Writer, v any) error {
 		return err
 	}
 	return writeFrame(w, frameJSON, b)
+}
+
+// writeJSONFrame writes a JSON frame whose payload is already encoded.
+func writeJSONFrame(w io.Writer, payload []byte) error {
+	if len(payload) > maxJSONFrame {
+		return fmt.Errorf("%w: %d bytes, over the limit of %d", ErrFrameTooLarge, len(payload), maxJSONFrame)
+	}
+	return writeFrame(w, frameJSON, payload)
 }
 
 // encodeJSON encodes a JSON frame's payload, refusing one over the limit.
@@ -140,17 +145,32 @@ func readPayload(r io.Reader, n uint32) ([]byte, error) {
 }
 
 // dataWriter turns writes into Data frames. Close writes the End frame.
-type dataWriter struct{ w io.Writer }
+// Each frame is built in buf, header and payload, and written at once.
+type dataWriter struct {
+	w   io.Writer
+	buf []byte
+}
 
 // NewDataWriter returns a writer that frames what it is given as Data frames
 // on w; Close marks the end of the content.
 func NewDataWriter(w io.Writer) io.WriteCloser { return &dataWriter{w: w} }
 
+// frame returns the buffer a frame of up to n payload bytes is built in.
+func (d *dataWriter) frame(n int) []byte {
+	if cap(d.buf) < frameHeaderLen+n {
+		d.buf = make([]byte, frameHeaderLen+n)
+	}
+	return d.buf[:frameHeaderLen+n]
+}
+
 func (d *dataWriter) Write(p []byte) (int, error) {
 	written := 0
 	for len(p) > 0 {
 		n := min(len(p), ChunkSize)
-		if err := writeFrame(d.w, frameData, p[:n]); err != nil {
+		f := d.frame(n)
+		putFrameHeader(f, frameData, n)
+		copy(f[frameHeaderLen:], p[:n])
+		if _, err := d.w.Write(f); err != nil {
 			return written, err
 		}
 		written += n
@@ -159,13 +179,40 @@ func (d *dataWriter) Write(p []byte) (int, error) {
 	return written, nil
 }
 
+// ReadFrom frames what each Read gives, read straight into the frame.
 func (d *dataWriter) ReadFrom(r io.Reader) (int64, error) {
-	buf := make([]byte, ChunkSize)
+	return d.readFrom(r, func(b []byte) (int, error) { return r.Read(b) })
+}
+
+// readFull frames r's content in full frames, the last one excepted: for
+// bulk content, where fewer and larger frames cost less than prompt ones.
+func (d *dataWriter) readFull(r io.Reader) (int64, error) {
+	return d.readFrom(r, func(b []byte) (int, error) { return Fill(r, b) })
+}
+
+// Fill reads into b until it is full or r fails. Unlike io.ReadFull, it
+// reports r's own io.EOF as io.EOF and every other error as itself, so a
+// reader cut short (io.ErrUnexpectedEOF from r) is never taken for the end.
+func Fill(r io.Reader, b []byte) (int, error) {
+	n := 0
+	for n < len(b) {
+		m, err := r.Read(b[n:])
+		n += m
+		if err != nil {
+			return n, err
+		}
+	}
+	return n, nil
+}
+
+func (d *dataWriter) readFrom(r io.Reader, read func([]byte) (int, error)) (int64, error) {
+	f := d.frame(ChunkSize)
 	var total int64
 	for {
-		n, err := r.Read(buf)
+		n, err := read(f[frameHeaderLen:])
 		if n > 0 {
-			if werr := writeFrame(d.w, frameData, buf[:n]); werr != nil {
+			putFrameHeader(f, frameData, n)
+			if _, werr := d.w.Write(f[:frameHeaderLen+n]); werr != nil {
 				return total, werr
 			}
 			total += int64(n)

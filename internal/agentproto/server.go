@@ -56,7 +56,7 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 
 // ServeConn serves one host connection until it closes.
 func ServeConn(ctx context.Context, conn net.Conn, h Handler) error {
-	sess, err := yamux.Server(conn, muxConfig())
+	sess, err := yamux.Server(newBatchConn(conn), muxConfig())
 	if err != nil {
 		conn.Close()
 		return err
@@ -221,7 +221,12 @@ func writeResponse(w io.Writer, out any, err error) error {
 	if merr != nil {
 		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: merr.Error()}})
 	}
-	err = WriteJSON(w, Response{Body: raw})
+	// The body is already JSON: wrapped by hand rather than validated and
+	// copied again by a second Marshal, which doubled the cost of a large
+	// answer (exec output).
+	frame := make([]byte, 0, len(raw)+len(`{"body":}`))
+	frame = append(append(append(frame, `{"body":`...), raw...), '}')
+	err = writeJSONFrame(w, frame)
 	if errors.Is(err, ErrFrameTooLarge) {
 		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: "the answer is too large to send: " + err.Error()}})
 	}
