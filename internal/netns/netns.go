@@ -49,24 +49,6 @@ func Exists(ns string) bool {
 	return err == nil
 }
 
-// Add creates the named namespace.
-func Add(ctx context.Context, ns string) error { return IP(ctx, "", nil, "netns", "add", ns) }
-
-// Delete deletes each named namespace that exists; deleting a namespace
-// deletes the links in it.
-func Delete(ctx context.Context, names ...string) error {
-	var firstErr error
-	for _, ns := range names {
-		if !Exists(ns) {
-			continue
-		}
-		if err := IP(ctx, "", nil, "netns", "delete", ns); err != nil && firstErr == nil {
-			firstErr = err
-		}
-	}
-	return firstErr
-}
-
 // IP runs ip(8), inside namespace ns unless it is empty, with stdin if
 // not nil, bounded by a timeout.
 func IP(ctx context.Context, ns string, stdin *strings.Reader, args ...string) error {
@@ -141,20 +123,24 @@ const ipv6Conf = "/proc/sys/net/ipv6/conf/"
 // made keeps its address from ever appearing, not even for a moment. A host
 // without IPv6 has nothing to disable.
 func DisableIPv6(ns string, ifaces ...string) error {
-	return Do(ns, func() error {
-		if _, err := os.Stat(ipv6Conf); errors.Is(err, fs.ErrNotExist) {
-			return nil
-		}
-		for _, ifc := range ifaces {
-			if ifc == "" || ifc == "." || ifc == ".." || strings.Contains(ifc, "/") {
-				return fmt.Errorf("netns %s: disable IPv6: bad interface name %q", ns, ifc)
-			}
-			if err := os.WriteFile(ipv6Conf+ifc+"/disable_ipv6", []byte("1\n"), 0); err != nil {
-				return fmt.Errorf("netns %s: disable IPv6 on %s: %w", ns, ifc, err)
-			}
-		}
+	return Do(ns, func() error { return DisableIPv6Here(ifaces...) })
+}
+
+// DisableIPv6Here is DisableIPv6 for the namespace of the calling thread,
+// which must be locked to it (a function Do runs).
+func DisableIPv6Here(ifaces ...string) error {
+	if _, err := os.Stat(ipv6Conf); errors.Is(err, fs.ErrNotExist) {
 		return nil
-	})
+	}
+	for _, ifc := range ifaces {
+		if ifc == "" || ifc == "." || ifc == ".." || strings.Contains(ifc, "/") {
+			return fmt.Errorf("disable IPv6: bad interface name %q", ifc)
+		}
+		if err := os.WriteFile(ipv6Conf+ifc+"/disable_ipv6", []byte("1\n"), 0); err != nil {
+			return fmt.Errorf("disable IPv6 on %s: %w", ifc, err)
+		}
+	}
+	return nil
 }
 
 // IPv6Disabled reports whether IPv6 is off for interface ifc in namespace

@@ -3,7 +3,12 @@ package gvisor
 import (
 	"context"
 	"fmt"
-	"strings"
+	"net"
+	"os"
+	"path/filepath"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 
 	"github.com/cove-sandbox/cove/internal/netns"
 )
@@ -21,7 +26,9 @@ const (
 	hostRole  = "h" // and of the host side
 )
 
-// setupNetns creates the namespace pair for a sandbox.
+// setupNetns creates the namespace pair for a sandbox, all in this
+// process: namespaces bind-mounted by netns.Add, links and addresses over
+// netlink from a thread inside each namespace, no ip(8).
 func setupNetns(ctx context.Context, id string) error {
 	g, h := netns.Name(id, guestRole), netns.Name(id, hostRole)
 	if err := netns.Add(ctx, g); err != nil {
@@ -30,29 +37,95 @@ func setupNetns(ctx context.Context, id string) error {
 	if err := netns.Add(ctx, h); err != nil {
 		return err
 	}
+	gf, err := os.Open(filepath.Join(netns.Dir, g))
+	if err != nil {
+		return err
+	}
+	defer gf.Close()
 	// Both ends of the veth are made with IPv6 off, so neither ever has a
 	// link-local fe80:: address: runsc copies the guest end's addresses
 	// into its netstack, and the host end would otherwise answer the
 	// sandbox (and announce itself) over IPv6 past the IPv4-only rules.
-	for _, ns := range []string{g, h} {
-		if err := netns.DisableIPv6(ns, "default"); err != nil {
-			return err
-		}
-	}
-	hostCmds := fmt.Sprintf("link add veth0 mtu %d address %s type veth peer name eth0 mtu %d address %s netns %s\n"+
-		"addr add %s dev veth0\nlink set veth0 up\nlink set lo up\n", netns.MTU, netns.HostMAC, netns.MTU, netns.GuestMAC, g, netns.HostAddr)
-	if err := netns.IP(ctx, h, strings.NewReader(hostCmds), "-batch", "-"); err != nil {
+	// "default" is set in each namespace before the link exists there.
+	if err := netns.DisableIPv6(g, "default"); err != nil {
 		return err
 	}
-	if err := netns.DisableIPv6(h, "veth0"); err != nil {
+	if err := netns.Do(h, func() error { return hostSide(int(gf.Fd())) }); err != nil {
+		return fmt.Errorf("netns %s: %w", h, err)
+	}
+	if err := netns.Do(g, guestSide); err != nil {
+		return fmt.Errorf("netns %s: %w", g, err)
+	}
+	return nil
+}
+
+// hostSide, on a thread in the host-side namespace, makes the veth pair
+// with its guest end in the namespace open as guestNS, and sets up the
+// host end.
+func hostSide(guestNS int) error {
+	if err := netns.DisableIPv6Here("default"); err != nil {
 		return err
 	}
-	if err := netns.DisableIPv6(g, "eth0"); err != nil {
+	hostMAC, _ := net.ParseMAC(netns.HostMAC)
+	guestMAC, _ := net.ParseMAC(netns.GuestMAC)
+	veth := &netlink.Veth{
+		LinkAttrs:        netlink.LinkAttrs{Name: "veth0", MTU: netns.MTU, HardwareAddr: hostMAC, TxQLen: -1},
+		PeerName:         "eth0",
+		PeerHardwareAddr: guestMAC,
+		PeerMTU:          netns.MTU,
+		PeerNamespace:    netlink.NsFd(guestNS),
+		PeerTxQLen:       -1,
+	}
+	if err := netlink.LinkAdd(veth); err != nil {
+		return fmt.Errorf("add veth: %w", err)
+	}
+	if err := netns.DisableIPv6Here("veth0"); err != nil {
 		return err
 	}
-	guestCmds := fmt.Sprintf("addr add %s dev eth0\nlink set eth0 up\nlink set lo up\nroute add default via %s dev eth0\n",
-		netns.GuestAddr, netns.HostIP)
-	return netns.IP(ctx, g, strings.NewReader(guestCmds), "-batch", "-")
+	return linkUp("veth0", netns.HostAddr, "")
+}
+
+// guestSide, on a thread in the guest namespace, sets up the veth's guest
+// end and the default route through the host side.
+func guestSide() error {
+	if err := netns.DisableIPv6Here("eth0"); err != nil {
+		return err
+	}
+	return linkUp("eth0", netns.GuestAddr, netns.HostIP)
+}
+
+// linkUp gives link name its address and brings it and lo up; with a
+// gateway, it routes everything through it (as ip route add default via).
+func linkUp(name, addr, gateway string) error {
+	link, err := netlink.LinkByName(name)
+	if err != nil {
+		return fmt.Errorf("%s: %w", name, err)
+	}
+	a, err := netlink.ParseAddr(addr)
+	if err != nil {
+		return err
+	}
+	if err := netlink.AddrAdd(link, a); err != nil {
+		return fmt.Errorf("address %s on %s: %w", addr, name, err)
+	}
+	if err := netlink.LinkSetUp(link); err != nil {
+		return fmt.Errorf("%s up: %w", name, err)
+	}
+	lo, err := netlink.LinkByName("lo")
+	if err != nil {
+		return fmt.Errorf("lo: %w", err)
+	}
+	if err := netlink.LinkSetUp(lo); err != nil {
+		return fmt.Errorf("lo up: %w", err)
+	}
+	if gateway == "" {
+		return nil
+	}
+	route := &netlink.Route{LinkIndex: link.Attrs().Index, Gw: net.ParseIP(gateway), Protocol: unix.RTPROT_BOOT}
+	if err := netlink.RouteAdd(route); err != nil {
+		return fmt.Errorf("default route via %s: %w", gateway, err)
+	}
+	return nil
 }
 
 // teardownNetns deletes the namespace pair; deleting a namespace deletes its
