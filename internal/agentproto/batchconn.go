@@ -93,7 +93,7 @@ func (b *batchConn) take() []byte {
 
 // give returns a written buffer for reuse.
 func (b *batchConn) give(p []byte) {
-	if cap(p) > batchLimit {
+	if cap(p) > 2*batchLimit { // append may have grown it past the limit
 		return
 	}
 	b.mu.Lock()

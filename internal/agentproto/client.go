@@ -2,11 +2,11 @@ package agentproto
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net"
+	"sync"
 
 	"github.com/hashicorp/yamux"
 )
@@ -15,6 +15,10 @@ import (
 // concurrent use: every call opens its own stream.
 type Client struct {
 	sess *yamux.Session
+
+	laneMu sync.Mutex
+	lane   *lane // small calls' stream, opened at the first
+	noLane bool  // the agent has none
 }
 
 // NewClient runs the host side of the protocol over conn. The Client owns
@@ -123,20 +127,14 @@ func (c *Client) readResponse(ctx context.Context, st io.Reader, op string, out 
 	if err := ReadJSON(st, &resp); err != nil {
 		return c.ctxErr(ctx, fmt.Errorf("agentproto: read %s response: %w", op, err))
 	}
-	if resp.Error != nil {
-		return resp.Error
-	}
-	if out == nil || len(resp.Body) == 0 {
-		return nil
-	}
-	if err := json.Unmarshal(resp.Body, out); err != nil {
-		return fmt.Errorf("agentproto: decode %s response: %w", op, err)
-	}
-	return nil
+	return decodeAnswer(op, resp.Error, resp.Body, out)
 }
 
 // do is a request with a JSON answer and no content.
 func (c *Client) do(ctx context.Context, op string, in, out any) error {
+	if handled, err := c.laneCall(ctx, op, in, out); handled {
+		return err
+	}
 	cl, err := c.open(ctx, op, in, nil)
 	if err != nil {
 		return err

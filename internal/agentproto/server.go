@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net"
+	"strconv"
 
 	"github.com/hashicorp/yamux"
 )
@@ -81,15 +83,7 @@ func serveStream(ctx context.Context, st *yamux.Stream, h Handler) {
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	decode := func(v any) error {
-		if len(hdr.Body) == 0 {
-			return nil
-		}
-		if err := json.Unmarshal(hdr.Body, v); err != nil {
-			return Errorf(CodeInvalid, "malformed %s request: %v", hdr.Op, err)
-		}
-		return nil
-	}
+	decode := bodyDecoder(hdr.Op, hdr.Body)
 	switch hdr.Op {
 	case OpPut:
 		var req PutRequest
@@ -188,7 +182,7 @@ func serveCall(ctx context.Context, h Handler, op string, decode func(any) error
 // streamServers are the servers of the streaming ops, each concern's in
 // its own file.
 func streamServers(h Handler) []StreamServer {
-	return []StreamServer{serveExecStream(h), ptyServer(h), procServer(h), serveTar(h), serveWatch(h)}
+	return []StreamServer{serveLane(h), serveExecStream(h), ptyServer(h), procServer(h), serveTar(h), serveWatch(h)}
 }
 
 func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) {
@@ -209,26 +203,54 @@ func serveGet(ctx context.Context, st *yamux.Stream, h Handler, req GetRequest) 
 	dw.Close()
 }
 
+// bodyDecoder decodes a call's body.
+func bodyDecoder(op string, body json.RawMessage) func(any) error {
+	return func(v any) error {
+		if len(body) == 0 {
+			return nil
+		}
+		if err := json.Unmarshal(body, v); err != nil {
+			return Errorf(CodeInvalid, "malformed %s request: %v", op, err)
+		}
+		return nil
+	}
+}
+
 func writeResponse(w io.Writer, out any, err error) error {
+	return writeJSONFrame(w, answerFrame(nil, out, err))
+}
+
+// answerFrame encodes a call's answer: a Response, or with id a lane's
+// answer. A body is already JSON: it is wrapped by hand rather than
+// validated and copied again by a second Marshal, which doubled the cost
+// of a large answer (exec output). An answer over the frame limit becomes
+// an error.
+func answerFrame(id *uint64, out any, err error) []byte {
+	var e *Error
+	var raw []byte
 	if err != nil {
-		var e *Error
 		if !errors.As(err, &e) {
 			e = &Error{Code: CodeInternal, Message: err.Error()}
 		}
-		return WriteJSON(w, Response{Error: e})
+	} else if raw, err = json.Marshal(out); err != nil {
+		e = &Error{Code: CodeInternal, Message: err.Error()}
 	}
-	raw, merr := json.Marshal(out)
-	if merr != nil {
-		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: merr.Error()}})
+	b := []byte{'{'}
+	if id != nil {
+		b = append(strconv.AppendUint(append(b, `"id":`...), *id, 10), ',')
 	}
-	// The body is already JSON: wrapped by hand rather than validated and
-	// copied again by a second Marshal, which doubled the cost of a large
-	// answer (exec output).
-	frame := make([]byte, 0, len(raw)+len(`{"body":}`))
-	frame = append(append(append(frame, `{"body":`...), raw...), '}')
-	err = writeJSONFrame(w, frame)
-	if errors.Is(err, ErrFrameTooLarge) {
-		return WriteJSON(w, Response{Error: &Error{Code: CodeInternal, Message: "the answer is too large to send: " + err.Error()}})
+	if e == nil {
+		b = append(append(append(b, `"body":`...), raw...), '}')
+		if len(b) <= maxJSONFrame {
+			return b
+		}
+		e = &Error{Code: CodeInternal, Message: fmt.Sprintf("the answer is too large to send: %v: %d bytes, over the limit of %d", ErrFrameTooLarge, len(b), maxJSONFrame)}
+		b = b[:0]
+		b = append(b, '{')
+		if id != nil {
+			b = append(strconv.AppendUint(append(b, `"id":`...), *id, 10), ',')
+		}
 	}
-	return err
+	eb, _ := json.Marshal(e)
+	return append(append(append(b, `"error":`...), eb...), '}')
 }
