@@ -57,7 +57,7 @@ type lane struct {
 	mu      sync.Mutex
 	next    uint64
 	pending map[uint64]chan laneAnswer
-	err     error // why the lane ended; then pending is nil
+	err     error // why the lane ended or broke: no call is added once it is set
 }
 
 // openLane opens a lane; the agent's acknowledgement is read with the
@@ -103,7 +103,9 @@ func (l *lane) read() {
 	}
 	l.st.Close()
 	l.mu.Lock()
-	l.err = err
+	if l.err == nil {
+		l.err = err
+	}
 	pending := l.pending
 	l.pending = nil
 	l.mu.Unlock()
@@ -148,8 +150,16 @@ func (l *lane) call(ctx context.Context, op string, in, out any) error {
 	l.mu.Unlock()
 
 	if err := l.write(req); err != nil {
+		// The lane broke: the agent runs no call it did not read whole, so
+		// a stream of its own can still carry it.
 		l.forget(id)
-		return fmt.Errorf("agentproto: send %s: %w", op, err)
+		l.mu.Lock()
+		if l.err == nil {
+			l.err = fmt.Errorf("agentproto: write to the call lane: %w", err)
+		}
+		l.mu.Unlock()
+		l.st.Close()
+		return errNotForLane
 	}
 	select {
 	case a, ok := <-ch:
