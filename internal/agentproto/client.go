@@ -24,9 +24,10 @@ type Client struct {
 // NewClient runs the host side of the protocol over conn. The Client owns
 // conn and closes it on Close.
 func NewClient(conn net.Conn) (*Client, error) {
-	sess, err := yamux.Client(newBatchConn(conn), muxConfig())
+	bc := newBatchConn(conn)
+	sess, err := yamux.Client(bc, muxConfig())
 	if err != nil {
-		conn.Close()
+		bc.Close()
 		return nil, fmt.Errorf("agentproto: start session: %w", err)
 	}
 	return &Client{sess: sess}, nil

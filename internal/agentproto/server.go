@@ -58,9 +58,10 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 
 // ServeConn serves one host connection until it closes.
 func ServeConn(ctx context.Context, conn net.Conn, h Handler) error {
-	sess, err := yamux.Server(newBatchConn(conn), muxConfig())
+	bc := newBatchConn(conn)
+	sess, err := yamux.Server(bc, muxConfig())
 	if err != nil {
-		conn.Close()
+		bc.Close()
 		return err
 	}
 	defer sess.Close()
