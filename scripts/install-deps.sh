@@ -4,7 +4,8 @@
 #
 # Idempotent and quick when everything is in place: apt is only consulted
 # when a package is missing, and runsc is built once per pinned version
-# into /var/cache/cove/runsc/<version>/runsc.
+# into /var/cache/cove/runsc/<version>/seccomp-<key>/runsc, with its
+# seccomp filters precompiled (scripts/runsc-seccomp).
 set -euo pipefail
 
 # Pinned gVisor. Debian's runsc (2022) lacks systrap and hangs on
@@ -119,27 +120,69 @@ find_go() {
 	fi
 }
 
-cached="$RUNSC_CACHE/$RUNSC_VERSION/runsc"
+# runsc is built from a copy of the module's source in which
+# scripts/runsc-seccomp has precompiled its seccomp-bpf programs, as gVisor's
+# own (Bazel) build does: a plain `go install` runsc compiles them at every
+# sandbox start and restore, in both the sandbox and the gofer. The cache is
+# keyed by the pin, the generator and this recipe, so a change to either
+# rebuilds. RUNSC_PRECOMPILE_SECCOMP=0 builds the plain way instead (an
+# escape hatch for a gVisor the generator does not know: it fails loudly
+# rather than fall back by itself).
+RUNSC_PRECOMPILE_SECCOMP="${RUNSC_PRECOMPILE_SECCOMP:-1}"
+runsc_ldflags="-s -w -X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION"
+seccomp_gen="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/runsc-seccomp/main.go"
+if [[ $RUNSC_PRECOMPILE_SECCOMP == 1 ]]; then
+	[[ -f $seccomp_gen ]] || die "$seccomp_gen not found (or RUNSC_PRECOMPILE_SECCOMP=0)"
+	recipe="build -trimpath -ldflags=$runsc_ldflags ./runsc; CGO_ENABLED=0"
+	key=$({ printf '%s\n' "$recipe"; cat "$seccomp_gen"; } | sha256sum | cut -c1-12)
+	cached="$RUNSC_CACHE/$RUNSC_VERSION/seccomp-$key/runsc"
+else
+	cached="$RUNSC_CACHE/$RUNSC_VERSION/runsc"
+fi
 # The build stamps the pin into `runsc --version`; a cached binary without
 # it (from an older recipe) is rebuilt.
 if [[ -x $cached ]] && grep -q -- "$RUNSC_VERSION" <<<"$("$cached" --version 2>/dev/null)"; then
 	log "runsc $RUNSC_VERSION cached at $cached"
 else
 	GO=$(find_go) || die "go not found (looked in PATH and /usr/local/go/bin)"
-	gobin=$(mktemp -d)
-	trap 'rm -rf "$gobin"' EXIT
-	log "building runsc $RUNSC_VERSION with $("$GO" version) (takes 1-2 minutes)"
+	work=$(mktemp -d)
+	trap 'rm -rf "$work"' EXIT
 	start=$SECONDS
 	# Static on purpose: a cgo runsc fails at sandbox start because the
-	# sandbox has no ELF interpreter. Build from / so no go.mod nearby
-	# (or GOFLAGS like -mod=vendor) interferes.
-	(cd / && GOBIN="$gobin" CGO_ENABLED=0 GOFLAGS= "$GO" install -ldflags="-s -w -X gvisor.dev/gvisor/runsc/version.version=$RUNSC_VERSION" \
-		"gvisor.dev/gvisor/runsc@$RUNSC_VERSION")
+	# sandbox has no ELF interpreter. Go runs from / or from the copy, so no
+	# go.mod nearby (or GOFLAGS like -mod=vendor, or a go.work) interferes.
+	if [[ $RUNSC_PRECOMPILE_SECCOMP == 1 ]]; then
+		log "building runsc $RUNSC_VERSION with precompiled seccomp filters with $("$GO" version) (takes 2-4 minutes)"
+		(cd / && GOFLAGS= GOWORK=off "$GO" mod download "gvisor.dev/gvisor@$RUNSC_VERSION") ||
+			die "cannot download gvisor.dev/gvisor@$RUNSC_VERSION"
+		moddir="$(cd / && GOFLAGS= "$GO" env GOMODCACHE)/gvisor.dev/gvisor@$RUNSC_VERSION"
+		[[ -f $moddir/go.mod ]] || die "gVisor's source is not at $moddir"
+		# The module cache is read-only: generate into a copy, with the
+		# generator as a package of that copy so that its programs come from
+		# the very source being built.
+		cp -R "$moddir" "$work/gvisor"
+		chmod -R u+w "$work/gvisor"
+		mkdir "$work/gvisor/cove-runsc-seccomp"
+		cp "$seccomp_gen" "$work/gvisor/cove-runsc-seccomp/main.go"
+		log "precompiling runsc's seccomp filters (about a minute of CPU)"
+		(cd "$work/gvisor" && CGO_ENABLED=0 GOFLAGS= GOWORK=off "$GO" run ./cove-runsc-seccomp -src .) ||
+			die "precompiling runsc's seccomp filters failed (RUNSC_PRECOMPILE_SECCOMP=0 builds runsc without them)"
+		log "building runsc"
+		(cd "$work/gvisor" && CGO_ENABLED=0 GOFLAGS= GOWORK=off "$GO" build -trimpath -ldflags="$runsc_ldflags" -o "$work/runsc" ./runsc)
+		# Its programs are named by their options; cove's (systrap, netstack)
+		# must be among them.
+		grep -qaF 'Platform="systrap" HostNetwork=false' "$work/runsc" ||
+			die "the runsc built has no precompiled seccomp program for systrap"
+	else
+		log "building runsc $RUNSC_VERSION with $("$GO" version) (takes 1-2 minutes)"
+		(cd / && GOBIN="$work" CGO_ENABLED=0 GOFLAGS= "$GO" install -ldflags="$runsc_ldflags" \
+			"gvisor.dev/gvisor/runsc@$RUNSC_VERSION")
+	fi
 	log "built runsc in $((SECONDS - start))s"
-	mkdir -p "$RUNSC_CACHE/$RUNSC_VERSION"
+	mkdir -p "$(dirname "$cached")"
 	# Rename into place so an interrupted run never leaves a partial binary
 	# that a later run would trust.
-	install -m 0755 "$gobin/runsc" "$cached.tmp"
+	install -m 0755 "$work/runsc" "$cached.tmp"
 	mv -f "$cached.tmp" "$cached"
 fi
 
