@@ -228,30 +228,30 @@ func writeResponse(w io.Writer, out any, err error) error {
 // an error.
 func answerFrame(id *uint64, out any, err error) []byte {
 	var e *Error
-	var raw []byte
 	if err != nil {
 		if !errors.As(err, &e) {
 			e = &Error{Code: CodeInternal, Message: err.Error()}
 		}
-	} else if raw, err = json.Marshal(out); err != nil {
-		e = &Error{Code: CodeInternal, Message: err.Error()}
-	}
-	b := []byte{'{'}
-	if id != nil {
-		b = append(strconv.AppendUint(append(b, `"id":`...), *id, 10), ',')
-	}
-	if e == nil {
-		b = append(append(append(b, `"body":`...), raw...), '}')
+	} else if raw, merr := json.Marshal(out); merr != nil {
+		e = &Error{Code: CodeInternal, Message: merr.Error()}
+	} else {
+		b := wrapAnswer(id, "body", raw)
 		if len(b) <= maxJSONFrame {
 			return b
 		}
 		e = &Error{Code: CodeInternal, Message: fmt.Sprintf("the answer is too large to send: %v: %d bytes, over the limit of %d", ErrFrameTooLarge, len(b), maxJSONFrame)}
-		b = b[:0]
-		b = append(b, '{')
-		if id != nil {
-			b = append(strconv.AppendUint(append(b, `"id":`...), *id, 10), ',')
-		}
 	}
 	eb, _ := json.Marshal(e)
-	return append(append(append(b, `"error":`...), eb...), '}')
+	return wrapAnswer(id, "error", eb)
+}
+
+// wrapAnswer is {"id":ID,"KEY":RAW}, without the id when it is nil.
+func wrapAnswer(id *uint64, key string, raw []byte) []byte {
+	b := make([]byte, 0, len(raw)+len(key)+32)
+	b = append(b, '{')
+	if id != nil {
+		b = append(strconv.AppendUint(append(b, `"id":`...), *id, 10), ',')
+	}
+	b = append(append(append(append(b, '"'), key...), `":`...), raw...)
+	return append(b, '}')
 }
