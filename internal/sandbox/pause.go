@@ -458,26 +458,26 @@ func (s *Service) settlePaused(ctx context.Context, b *box) {
 // resumeForPort resumes a paused sandbox created with auto_resume before
 // a connection to one of its exposed ports, which the caller was entitled
 // to (its port token, or a public port).
-func (s *Service) resumeForPort(ctx context.Context, id string) error {
+func (s *Service) resumeForPort(ctx context.Context, id string) (resumed bool, err error) {
 	b, err := s.lookup(ctx, id)
 	if err != nil {
-		return err
+		return false, err
 	}
 	b.mu.Lock()
 	auto, st := b.rec.AutoResume, b.rec.Status
 	b.mu.Unlock()
 	switch {
 	case !auto || (st != StatusPaused && st != StatusResuming):
-		return nil
+		return false, nil
 	case st == StatusResuming:
 		b.ckptMu.Lock() // held by the resume in flight until it is done
 		b.ckptMu.Unlock()
-		return nil
+		return true, nil
 	}
 	if err := s.resume(ctx, b, 0); err != nil && !errors.Is(err, errNotPaused) {
-		return err
+		return false, err
 	}
-	return nil
+	return true, nil
 }
 
 // removeSaved deletes a destroyed sandbox's saved state and checkpoints,

@@ -2,6 +2,7 @@ package sandbox
 
 import (
 	"context"
+	"net"
 	"os"
 	"testing"
 	"time"
@@ -253,5 +254,41 @@ func TestRecoverPrunesSavedState(t *testing.T) {
 	}
 	if got := e.open(t, info.ID, info.Token).Checkpoints(); len(got) != 1 {
 		t.Fatalf("checkpoints = %+v", got)
+	}
+}
+
+// TestAutoResumeDialPort: a dial to an exposed port of a paused
+// auto_resume sandbox resumes it, and the resume is not cut short by the
+// dial's own short deadline (the preview proxy gives a dial 2 s; a resume
+// on a loaded host may take longer).
+func TestAutoResumeDialPort(t *testing.T) {
+	e := newEnv(t)
+	ctx := testCtx(t)
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	e.svc.dialIn = func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "tcp", l.Addr().String())
+	}
+	info := e.createOne(t, CreateOptions{AutoResume: true})
+	if _, err := e.open(t, info.ID, info.Token).ExposePort(ctx, 8000, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.svc.Pause(ctx, info.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.rt.SetRestoreDelay(300 * time.Millisecond)
+	dctx, cancel := context.WithTimeout(ctx, 100*time.Millisecond)
+	defer cancel()
+	c, err := e.svc.DialPort(dctx, info.ID, 8000)
+	if err != nil {
+		t.Fatalf("dial a paused auto_resume sandbox's port with a deadline shorter than its resume: %v", err)
+	}
+	c.Close()
+	if got, err := e.svc.Get(ctx, info.ID); err != nil || got.Status != StatusRunning {
+		t.Fatalf("after the dial: %+v, %v", got, err)
 	}
 }

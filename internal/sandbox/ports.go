@@ -8,6 +8,7 @@ import (
 	"net"
 	"slices"
 	"strconv"
+	"time"
 
 	"github.com/cove-sandbox/cove/internal/netns"
 	"github.com/cove-sandbox/cove/internal/randhex"
@@ -147,16 +148,28 @@ func (s *Service) Exposure(id string, port int) (token string, public bool, err 
 }
 
 // DialPort connects to an exposed port of a running sandbox; ErrNotFound
-// as Exposure says.
+// as Exposure says. A paused auto_resume sandbox is resumed first: the
+// resume is the sandbox's, not the dial's, so ctx's deadline (the caller's
+// bound on reaching a port) does not cut it short, and the dial after it
+// gets resumeDialTimeout of its own.
 func (s *Service) DialPort(ctx context.Context, id string, port int) (net.Conn, error) {
 	if _, err := s.exposed(ctx, id, port); err != nil {
 		return nil, err
 	}
-	if err := s.resumeForPort(ctx, id); err != nil {
+	resumed, err := s.resumeForPort(context.WithoutCancel(ctx), id)
+	if err != nil {
 		return nil, err
+	}
+	if resumed {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), resumeDialTimeout)
+		defer cancel()
 	}
 	return s.dialPort(ctx, id, port)
 }
+
+// resumeDialTimeout bounds the dial to a port of a sandbox just resumed.
+const resumeDialTimeout = 10 * time.Second
 
 func (s *Service) exposed(ctx context.Context, id string, port int) (PortInfo, error) {
 	b, err := s.lookup(ctx, id)

@@ -34,15 +34,16 @@ type Fake struct {
 	mu    sync.Mutex
 	boxes map[string]*box
 	// Failure injection, by 1-based call number.
-	failStart   map[int]error
-	deafStart   map[int]bool // the sandbox starts but its agent never answers
-	dieStart    map[int]bool // the sandbox starts but exits before its agent answers
-	failRestore map[int]error
-	failCkpt    map[int]error // the checkpoint writes a partial image, then fails
-	version     string
-	hold        chan struct{} // when set, Start waits for it to close
-	holdDials   chan struct{} // when set, Dial waits for it to close
-	waitErr     error         // when set, Wait fails with it
+	failStart    map[int]error
+	deafStart    map[int]bool // the sandbox starts but its agent never answers
+	dieStart     map[int]bool // the sandbox starts but exits before its agent answers
+	failRestore  map[int]error
+	restoreDelay time.Duration
+	failCkpt     map[int]error // the checkpoint writes a partial image, then fails
+	version      string
+	hold         chan struct{} // when set, Start waits for it to close
+	holdDials    chan struct{} // when set, Dial waits for it to close
+	waitErr      error         // when set, Wait fails with it
 	// What happened.
 	starts       int
 	restores     int
@@ -193,6 +194,14 @@ func (rt *Fake) Start(ctx context.Context, spec runtime.Spec) error {
 }
 
 func (rt *Fake) Restore(ctx context.Context, spec runtime.Spec, image string) error {
+	rt.mu.Lock()
+	delay := rt.restoreDelay
+	rt.mu.Unlock()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-time.After(delay):
+	}
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.restores++
@@ -515,6 +524,14 @@ func (rt *Fake) FailNthCheckpoint(n int, err error) {
 	rt.mu.Lock()
 	defer rt.mu.Unlock()
 	rt.failCkpt[rt.ckptCalls+n] = err
+}
+
+// SetRestoreDelay makes every Restore take d, as a real one under load
+// does; a Restore whose ctx ends first fails.
+func (rt *Fake) SetRestoreDelay(d time.Duration) {
+	rt.mu.Lock()
+	defer rt.mu.Unlock()
+	rt.restoreDelay = d
 }
 
 // FailNthRestore makes the nth Restore from now fail with err.
