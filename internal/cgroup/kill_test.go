@@ -7,7 +7,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -79,43 +78,4 @@ func TestKill(t *testing.T) {
 	if err := Remove(d); err != nil {
 		t.Errorf("the emptied cgroup cannot be removed: %v", err)
 	}
-}
-
-func TestRaiseCPUWeight(t *testing.T) {
-	root := t.TempDir()
-	write := func(name, file, content string) string {
-		d := filepath.Join(root, name)
-		os.MkdirAll(d, 0o755)
-		os.WriteFile(filepath.Join(d, file), []byte(content), 0o644)
-		return d
-	}
-	v2 := write("v2", "cpu.weight", "100\n")
-	v2top := write("v2top", "cpu.weight", "5000\n")
-	v1 := write("v1", "cpu.shares", "1024\n")
-	mem := write("memory", "memory.limit_in_bytes", "1")
-	alias := filepath.Join(root, "alias")
-	os.Symlink(v1, alias)
-	restore, err := RaiseCPUWeight(8, v2, v2top, v1, alias, mem, filepath.Join(root, "gone"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	read := func(d, f string) string {
-		b, _ := os.ReadFile(filepath.Join(d, f))
-		return strings.TrimSpace(string(b))
-	}
-	for _, tc := range []struct{ dir, file, raised, old string }{
-		{v2, "cpu.weight", "800", "100"},
-		{v2top, "cpu.weight", "10000", "5000"}, // the kernel's bound
-		{v1, "cpu.shares", "8192", "1024"},     // once, though named twice
-	} {
-		if got := read(tc.dir, tc.file); got != tc.raised {
-			t.Errorf("%s raised: %s, want %s", tc.dir, got, tc.raised)
-		}
-		defer func() {
-			if got := read(tc.dir, tc.file); got != tc.old {
-				t.Errorf("%s restored: %s, want %s", tc.dir, got, tc.old)
-			}
-		}()
-	}
-	restore()
 }
