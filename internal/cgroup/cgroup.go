@@ -35,9 +35,22 @@ func Dir(controller, id string) string { return filepath.Join(Root, controller, 
 // Dirs lists every directory that may hold sandbox id's cgroup: the
 // unified one and one under each v1 controller that has it. Runtimes
 // remove these at teardown whichever they made.
-func Dirs(id string) []string {
-	dirs, _ := filepath.Glob(Dir("*", id))
-	return append(dirs, Dir("", id))
+func Dirs(id string) []string { return dirsUnder(Root, id) }
+
+// dirsUnder is Dirs for hierarchies mounted under root. It stats each
+// controller's directory for id rather than globbing: a glob reads every
+// sandbox's entry under each controller, which made each call cost as
+// much as there were sandboxes.
+func dirsUnder(root, id string) []string {
+	var dirs []string
+	ents, _ := os.ReadDir(root)
+	for _, e := range ents {
+		d := filepath.Join(root, e.Name(), parent, id)
+		if _, err := os.Stat(d); err == nil {
+			dirs = append(dirs, d)
+		}
+	}
+	return append(dirs, filepath.Join(root, parent, id))
 }
 
 // Remove removes each cgroup directory in dirs that exists. A cgroup

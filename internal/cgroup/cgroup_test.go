@@ -3,6 +3,7 @@ package cgroup
 import (
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -100,6 +101,31 @@ func TestOOMKills(t *testing.T) {
 	} {
 		if got := OOMKills(tc.dirs...); got != tc.want {
 			t.Errorf("%s: OOMKills = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestDirs: every controller's directory of the sandbox and the unified
+// one, none of another sandbox's, nor of a controller without it.
+func TestDirs(t *testing.T) {
+	root := t.TempDir()
+	for _, d := range []string{"cpu/cove/sb-1", "memory/cove/sb-1", "memory/cove/sb-10", "pids/cove/sb-2", "cove/sb-1"} {
+		os.MkdirAll(filepath.Join(root, d), 0o755)
+	}
+	os.WriteFile(filepath.Join(root, "cgroup.controllers"), nil, 0o644) // a file, not a controller
+	for _, tc := range []struct {
+		id   string
+		want []string
+	}{
+		{"sb-1", []string{"cpu/cove/sb-1", "memory/cove/sb-1", "cove/sb-1"}},
+		{"sb-3", []string{"cove/sb-3"}}, // the unified one is always named
+	} {
+		var want []string
+		for _, w := range tc.want {
+			want = append(want, filepath.Join(root, w))
+		}
+		if got := dirsUnder(root, tc.id); !slices.Equal(got, want) {
+			t.Errorf("dirsUnder(%s) = %v, want %v", tc.id, got, want)
 		}
 	}
 }

@@ -294,7 +294,7 @@ func (r *Runtime) destroy(ctx context.Context, id string, scan bool) error {
 		errs = append(errs, err)
 	}
 	for _, dir := range []string{r.sandboxDir(id), filepath.Join(r.root, id)} {
-		if err := mount.RemoveAll(dir); err != nil {
+		if err := removeTree(dir); err != nil {
 			errs = append(errs, err)
 		}
 	}
