@@ -9,7 +9,7 @@ LDFLAGS := -s -w -X main.version=$(VERSION)
 BIN     := bin
 IMAGES  ?= /var/lib/cove/images
 
-.PHONY: all deps deps-e2e e2b-sdk build image up down test test-prep test-qemu test-rest unit unit-run fuzz e2e e2e-run e2e-qemu e2e-qemu-run mcp-check mcp-check-run bench vet clean proto
+.PHONY: all deps deps-e2e e2b-sdk build image up down test unit fuzz e2e mcp-check bench vet clean proto
 
 all: build
 
@@ -76,8 +76,6 @@ vet:
 
 # The QEMU runtime's tests boot real VMs, so unit tests need the VM image.
 unit: image-vm e2b-sdk
-	@$(MAKE) --no-print-directory unit-run
-unit-run:
 	$(GO) test -count=1 -race $$($(GO) list ./... | grep -v /e2e)
 
 # A short run of each fuzz target (the seeds and testdata/fuzz corpora
@@ -101,38 +99,20 @@ fuzz:
 	  $(GO) test -run '^$$' -fuzz "^$$fn\$$" -fuzztime=$(FUZZTIME) -fuzzminimizetime=200x -parallel 2 ./$$pkg; done
 
 e2e: image deps-e2e e2b-sdk
-	@$(MAKE) --no-print-directory e2e-run
-e2e-run:
 	COVE_E2B_SDK_DIR=$(E2B_SDK_DIR) COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 25m -v ./e2e/ 2>&1 | tee $(BIN)/e2e.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e.log; exit $$rc
 
 # cove's MCP server against independent clients: the MCP inspector over
 # stdio and the MCP conformance suite against /mcp (scripts/mcp-check.sh).
 mcp-check: image
-	@$(MAKE) --no-print-directory mcp-check-run
-mcp-check-run:
 	COVE_IMAGE_DIR=$(IMAGES) bash scripts/mcp-check.sh
 
 # The same end-to-end suite against QEMU microVMs under TCG.
 e2e-qemu: image-vm deps-e2e e2b-sdk
-	@$(MAKE) --no-print-directory e2e-qemu-run
-# Its lines say qemu: beside the other suites', which run at the same time
-# under make test.
-e2e-qemu-run:
-	COVE_E2B_SDK_DIR=$(E2B_SDK_DIR) COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 45m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' | sed -u 's/^/qemu: /'; \
+	COVE_E2B_SDK_DIR=$(E2B_SDK_DIR) COVE_E2E_BACKEND=qemu COVE_IMAGE_DIR=$(IMAGES) $(GO) test -count=1 -timeout 45m -v ./e2e/ 2>&1 | tee $(BIN)/e2e-qemu.log | grep -E '^(=== RUN|--- |PASS|FAIL|ok|panic|\s+\S+_test.go)' ; \
 	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || grep -A60 '^e2e: the shared daemon' $(BIN)/e2e-qemu.log; exit $$rc
 
-# make test builds what every suite needs once, then runs the QEMU suite
-# (TCG: the longest) beside the others, which run one after another: each
-# suite's daemons, state, namespaces and leak checks are its own
-# (e2e/harness_test.go), so the two backends' suites share the host.
-test-prep: image-vm deps-e2e e2b-sdk
-test: vet test-prep
-	@$(MAKE) --no-print-directory -j2 test-qemu test-rest
-test-qemu: e2e-qemu-run
-test-rest:
-	@$(MAKE) --no-print-directory unit-run && $(MAKE) --no-print-directory fuzz && \
-	  $(MAKE) --no-print-directory e2e-run && $(MAKE) --no-print-directory mcp-check-run
+test: vet unit fuzz e2e e2e-qemu mcp-check
 
 bench: up
 	$(BIN)/cove bench --out $(BIN)/bench.json
