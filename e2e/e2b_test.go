@@ -46,6 +46,7 @@ func e2bModule(t *testing.T, v string) string {
 // and files part (v1 routes); a wrong key, an unknown sandbox and another
 // tenant's sandbox fail as the SDK's own errors.
 func TestE2BSDK(t *testing.T) {
+	apiLayer(t)
 	cur, old := e2bModule(t, "2.51.0"), e2bModule(t, "2.45.0")
 	apiAddr, err := freeAddr()
 	if err != nil {

@@ -153,6 +153,19 @@ func backend() string {
 	return "gvisor"
 }
 
+// apiLayer marks a test of what sits above the runtime (keys, tenancy and
+// quotas, MCP, the E2B facade, Dockerfile errors): it drives the same
+// sandbox service whichever backend runs, and the runtime paths it touches
+// have tests of their own on both. Under QEMU (TCG, where every test costs
+// several times more) it runs only with COVE_E2E_FULL=1, so that make
+// test's QEMU suite is what tells the backends apart.
+func apiLayer(t *testing.T) {
+	t.Helper()
+	if backend() == "qemu" && os.Getenv("COVE_E2E_FULL") != "1" {
+		t.Skip("above the runtime: run on gVisor; COVE_E2E_FULL=1 runs it under QEMU too")
+	}
+}
+
 // backendArgs are the daemon flags that select the backend.
 func backendArgs() []string {
 	if backend() == "qemu" {

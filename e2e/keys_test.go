@@ -26,6 +26,7 @@ import (
 // stops the key at once, ends its exec stream and its MCP session, and
 // outlives a restart.
 func TestKeys(t *testing.T) {
+	apiLayer(t)
 	d, err := startDaemon(filepath.Join(suite.tmp, "keys"))
 	if err != nil {
 		t.Fatal(err)

@@ -28,6 +28,7 @@ import (
 // TestMCPAgentFlow drives what an agent does, through the go-sdk client,
 // over both transports: `cove mcp` on stdio and the daemon's /mcp.
 func TestMCPAgentFlow(t *testing.T) {
+	apiLayer(t)
 	d := suite.shared
 	tag := newSnapshot(t, d, 0)
 	t.Run("stdio", func(t *testing.T) {
@@ -359,6 +360,7 @@ func stderrLog(t *testing.T) *os.File {
 // expose_port's URL and token serve a python3 http.server that
 // exec_command started in the background.
 func TestMCPNetwork(t *testing.T) {
+	apiLayer(t)
 	d, tn := suite.shared, suite.net
 	cs := connectMCP(t, httpTransport(d.url, d.key))
 	type sandboxOut struct {

@@ -237,6 +237,7 @@ func contextTar(t *testing.T, dir string) *bytes.Buffer {
 // COPY from outside the context each fail naming their line, and leave no
 // template and no step cache.
 func TestTemplateBuildErrors(t *testing.T) {
+	apiLayer(t)
 	d, tn := suite.shared, suite.net
 	ctx := context.Background()
 	fetch := `RUN python3 -c "import urllib.request; urllib.request.urlopen('%s', timeout=5)"`

@@ -53,6 +53,7 @@ func killAll(t *testing.T, c *client.Client) {
 // answers 404, as for an id that names nothing, and B's things are
 // unchanged after.
 func TestTenantIsolation(t *testing.T) {
+	apiLayer(t)
 	d := suite.shared
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
@@ -181,6 +182,7 @@ func quotaRefused(t *testing.T, what string, err error, want string) {
 // and its value; a refused spawn of 50 leaves nothing, neither listed nor
 // among the backend's processes.
 func TestTenantQuotas(t *testing.T) {
+	apiLayer(t)
 	d := suite.shared
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Minute)
 	defer cancel()
