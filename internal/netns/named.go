@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"runtime"
 
 	"golang.org/x/sys/unix"
 )
@@ -29,32 +28,15 @@ func Add(ctx context.Context, ns string) error {
 		return fmt.Errorf("netns add %s: %w", ns, err)
 	}
 	f.Close()
-	ch := make(chan error, 1)
-	go func() {
-		// As in Do: a thread that cannot return to the daemon's namespace
-		// stays locked, so the runtime discards it.
-		runtime.LockOSThread()
-		orig, err := os.Open("/proc/thread-self/ns/net")
-		if err != nil {
-			runtime.UnlockOSThread()
-			ch <- err
-			return
-		}
-		defer orig.Close()
+	err = onThread(func() error {
 		if err := unix.Unshare(unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("unshare: %w", err)
-			return
+			return fmt.Errorf("unshare: %w", err)
 		}
-		mountErr := unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, "")
-		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- errors.Join(mountErr, fmt.Errorf("return from the new namespace: %w", err))
-			return
-		}
-		runtime.UnlockOSThread()
-		ch <- mountErr
-	}()
-	if err := <-ch; err != nil {
+		return nil
+	}, func() error {
+		return unix.Mount("/proc/thread-self/ns/net", path, "none", unix.MS_BIND, "")
+	})
+	if err != nil {
 		unix.Unmount(path, unix.MNT_DETACH)
 		os.Remove(path)
 		return fmt.Errorf("netns add %s: %w", ns, err)

@@ -74,11 +74,26 @@ func IP(ctx context.Context, ns string, stdin *strings.Reader, args ...string) e
 // when the thread cannot return, fn's caller gets the error and fn's result
 // both; Do itself only reports the failure.
 func Do(ns string, fn func() error) error {
+	return onThread(func() error {
+		target, err := os.Open(Dir + "/" + ns)
+		if err != nil {
+			return fmt.Errorf("open netns %s: %w", ns, err)
+		}
+		defer target.Close()
+		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
+			return fmt.Errorf("setns %s: %w", ns, err)
+		}
+		return nil
+	}, fn)
+}
+
+// onThread runs fn on an OS thread of its own that enter has moved into
+// another network namespace, then moves the thread back to the daemon's.
+// A thread that cannot return is never unlocked, so the runtime discards
+// it instead of reusing a thread in the wrong namespace.
+func onThread(enter, fn func() error) error {
 	ch := make(chan error, 1)
 	go func() {
-		// The thread is never unlocked if returning to the daemon's
-		// namespace fails, so the runtime discards it instead of reusing
-		// a thread in the wrong namespace.
 		runtime.LockOSThread()
 		orig, err := os.Open("/proc/thread-self/ns/net")
 		if err != nil {
@@ -87,21 +102,15 @@ func Do(ns string, fn func() error) error {
 			return
 		}
 		defer orig.Close()
-		target, err := os.Open(Dir + "/" + ns)
-		if err != nil {
+		if err := enter(); err != nil {
+			// Setns and unshare change nothing when they fail.
 			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("open netns %s: %w", ns, err)
-			return
-		}
-		defer target.Close()
-		if err := unix.Setns(int(target.Fd()), unix.CLONE_NEWNET); err != nil {
-			runtime.UnlockOSThread()
-			ch <- fmt.Errorf("setns %s: %w", ns, err)
+			ch <- err
 			return
 		}
 		fnErr := fn()
 		if err := unix.Setns(int(orig.Fd()), unix.CLONE_NEWNET); err != nil {
-			ch <- fmt.Errorf("return from netns %s: %w", ns, err)
+			ch <- errors.Join(fnErr, fmt.Errorf("return to the daemon's network namespace: %w", err))
 			return
 		}
 		runtime.UnlockOSThread()
