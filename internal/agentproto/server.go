@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"strconv"
+	"sync"
 
 	"github.com/hashicorp/yamux"
 )
@@ -40,6 +41,7 @@ type Handler interface {
 func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) error {
 	stop := context.AfterFunc(ctx, func() { l.Close() })
 	defer stop()
+	ss := &sessions{all: map[*yamux.Session]struct{}{}}
 	for {
 		conn, err := l.Accept()
 		if err != nil {
@@ -49,7 +51,7 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 			return err
 		}
 		go func() {
-			if err := ServeConn(ctx, conn, h); err != nil && !errors.Is(err, io.EOF) {
+			if err := serveConn(ctx, conn, h, ss); err != nil && !errors.Is(err, io.EOF) {
 				log.Debug("agent connection ended", "remote", conn.RemoteAddr(), "err", err)
 			}
 		}()
@@ -58,6 +60,11 @@ func Serve(ctx context.Context, l net.Listener, h Handler, log *slog.Logger) err
 
 // ServeConn serves one host connection until it closes.
 func ServeConn(ctx context.Context, conn net.Conn, h Handler) error {
+	return serveConn(ctx, conn, h, nil)
+}
+
+// serveConn serves conn as one of ss, if not nil.
+func serveConn(ctx context.Context, conn net.Conn, h Handler, ss *sessions) error {
 	bc := newBatchConn(conn)
 	sess, err := yamux.Server(bc, muxConfig())
 	if err != nil {
@@ -65,6 +72,11 @@ func ServeConn(ctx context.Context, conn net.Conn, h Handler) error {
 		return err
 	}
 	defer sess.Close()
+	if ss != nil {
+		ss.add(sess)
+		defer ss.remove(sess)
+		ctx = context.WithValue(ctx, sessionKey{}, session{ss, sess})
+	}
 	stop := context.AfterFunc(ctx, func() { sess.Close() })
 	defer stop()
 	for {
@@ -174,6 +186,9 @@ func serveCall(ctx context.Context, h Handler, op string, decode func(any) error
 		if err = decode(&req); err == nil {
 			out, err = struct{}{}, h.Restored(ctx, req)
 		}
+		if err == nil {
+			closeOtherSessions(ctx)
+		}
 	default:
 		return nil, false, nil
 	}
@@ -254,4 +269,57 @@ func wrapAnswer(id *uint64, key string, raw []byte) []byte {
 	}
 	b = append(append(append(append(b, '"'), key...), `":`...), raw...)
 	return append(b, '}')
+}
+
+// sessions are the host connections one Serve serves. After a restore,
+// every one of them but the connection its Restored call came on is from
+// before the checkpoint, to a host end that is gone: closing them at once
+// hangs up what they held (a terminal, a follow) without waiting for a
+// keepalive to find them dead.
+type sessions struct {
+	mu  sync.Mutex
+	all map[*yamux.Session]struct{}
+}
+
+func (ss *sessions) add(s *yamux.Session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	ss.all[s] = struct{}{}
+}
+
+func (ss *sessions) remove(s *yamux.Session) {
+	ss.mu.Lock()
+	defer ss.mu.Unlock()
+	delete(ss.all, s)
+}
+
+// closeOthers closes every session but keep.
+func (ss *sessions) closeOthers(keep *yamux.Session) {
+	ss.mu.Lock()
+	var others []*yamux.Session
+	for s := range ss.all {
+		if s != keep {
+			others = append(others, s)
+		}
+	}
+	ss.mu.Unlock()
+	for _, s := range others {
+		s.Close()
+	}
+}
+
+// sessionKey is the context key of the session a call came on.
+type sessionKey struct{}
+
+type session struct {
+	set  *sessions
+	sess *yamux.Session
+}
+
+// closeOtherSessions closes the sessions other than the one ctx's call came
+// on, when it came through Serve.
+func closeOtherSessions(ctx context.Context) {
+	if s, ok := ctx.Value(sessionKey{}).(session); ok {
+		s.set.closeOthers(s.sess)
+	}
 }
