@@ -143,7 +143,9 @@ func explain(err error, daemonURL string) error {
 	case errors.Is(err, client.ErrGone):
 		hint = "the sandbox died (`cove ls` shows why); what ran in it is gone: `cove create` a new one"
 	case errors.Is(err, client.ErrUnavailable):
-		hint = "the daemon could not reach the sandbox's agent, or is still starting; try again shortly, and see `cove ls` and `cove info`"
+		// The daemon's message says which: a memory budget or host floor
+		// reached, an agent it could not reach, or a start still under way.
+		hint = "the daemon cannot do it now, for the reason above; free what it names (`cove ls`, `cove kill`) or try again shortly, and see `cove info`"
 	case errors.Is(err, context.DeadlineExceeded):
 		hint = "the daemon did not answer in time; is it overloaded? see `cove info`"
 	default:
