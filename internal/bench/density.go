@@ -95,14 +95,10 @@ func (d *densityRun) run(ctx context.Context) []result {
 		held.Error = fmt.Sprintf("%d of %d held sandboxes did not answer exec", n-answered, n)
 	}
 	mem := round3(float64(before.MemAvailableMiB-avail) / float64(n))
-	perCore := func(c time.Duration, over time.Duration, k int) float64 {
-		return round3(100 * c.Seconds() / over.Seconds() / float64(k))
-	}
-	cpu := result{Name: "density_idle_cpu_per_sandbox", Unit: unitPctCore, N: n,
-		P50: perCore(idle, d.o.Idle, n), P99: perCore(idle, d.o.Idle, n),
+	each, before0 := pctCoreEach(idle, d.o.Idle, n), pctCoreEach(idleBefore, d.o.Idle/3, n)
+	cpu := result{Name: "density_idle_cpu_per_sandbox", Unit: unitPctCore, N: n, P50: each, P99: each,
 		// The host with none of them, spread as if over as many.
-		Baseline: &baseline{Name: "host before, same share", P50: perCore(idleBefore, d.o.Idle/3, n), N: 1}}
-	cpu.Baseline.P99 = cpu.Baseline.P50
+		Baseline: &baseline{Name: "host before, same share", P50: before0, P99: before0, N: 1}}
 	rows := []result{held,
 		{Name: "density_memory_per_sandbox", Unit: unitMiB, P50: mem, P99: mem, N: n},
 		cpu}
@@ -111,6 +107,12 @@ func (d *densityRun) run(ctx context.Context) []result {
 	all := ids(d.held)
 	d.held = nil
 	return append(rows, d.killAll(ctx, all))
+}
+
+// pctCoreEach is busy CPU time c over a stretch of length over, as a
+// percentage of one core, shared among k sandboxes.
+func pctCoreEach(c, over time.Duration, k int) float64 {
+	return round3(100 * c.Seconds() / over.Seconds() / float64(k))
 }
 
 // fill spawns batches until max, the floor, or a refusal, and returns the
