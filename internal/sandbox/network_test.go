@@ -71,6 +71,14 @@ func (n *fakeNet) policy(id string) (netpolicy.Policy, bool) {
 	return p, ok
 }
 
+// netnsOf is the namespace id was attached in: the pool filler attaches
+// others meanwhile.
+func (n *fakeNet) netnsOf(id string) string {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.ns[id]
+}
+
 func (n *fakeNet) count() (attaches, updates int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
@@ -105,7 +113,7 @@ func wantAttached(t *testing.T, n *fakeNet, e *testEnv, id string, want netpolic
 	if !ok || !samePolicy(got, want) {
 		t.Fatalf("%s attached = %v with %+v, want %+v", id, ok, got, want)
 	}
-	if ns := n.ns[id]; ns != e.rt.Netns(id) {
+	if ns := n.netnsOf(id); ns != e.rt.Netns(id) {
 		t.Errorf("%s attached in %q, want %q", id, ns, e.rt.Netns(id))
 	}
 }

@@ -262,13 +262,16 @@ func TestMeterDeath(t *testing.T) {
 	e.exec(a, 2)
 	e.clk.advance(4)
 	e.rt.Kill(a.ID, runtime.Exit{Detail: "killed by the test"})
+	// Dead is listed before the runtime lets go, which is when the meter
+	// stops the interval: the fake clock moves on only after both.
 	deadline := time.Now().Add(5 * time.Second)
 	for {
-		if info, _ := e.svc.Get(context.Background(), a.ID); info.Status == sandbox.StatusDead {
+		info, _ := e.svc.Get(context.Background(), a.ID)
+		if info.Status == sandbox.StatusDead && e.report(tenant.Default).InUse.Sandboxes == 0 {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatal("sandbox not dead")
+			t.Fatal("sandbox not dead, or still metered as running")
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
